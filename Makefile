@@ -1,0 +1,36 @@
+# Two commands do all the set-up on a fresh machine:
+#   make reproduce   creates .venv, installs grpo-dial, runs the whole pipeline (embedded default)
+#   make test        creates .venv, installs grpo-dial with test extras, runs the test suite
+# TORCH picks the torch requirement installed first; torch==2.13.0 is a CPU wheel on this
+# project's machines. Any torch>=2.4 works (e.g. `make test TORCH=torch` for the newest release).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+CONFIG ?= config/config.yaml
+BIN := $(VENV)/bin
+
+.PHONY: install reproduce test lint clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(BIN)/.installed
+
+reproduce: $(BIN)/.installed
+	$(BIN)/snakemake --configfile $(CONFIG)
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check src tests workflow/scripts
+	$(BIN)/snakemake --lint
+
+clean:
+	rm -rf results .snakemake

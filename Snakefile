@@ -1,0 +1,26 @@
+"""grpo-dial: the group reward standard deviation as a dial, measured end to end.
+
+Run `snakemake` (the default profile sets the cores); see README.md for every rule and key.
+"""
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/passrates.smk"
+include: "workflow/rules/theory.smk"
+include: "workflow/rules/difficulty.smk"
+include: "workflow/rules/simulate.smk"
+include: "workflow/rules/dapo.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

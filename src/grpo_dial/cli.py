@@ -1,0 +1,98 @@
+"""The `grpo-dial` command: quick closed-form answers and any pipeline stage outside Snakemake.
+
+    grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
+    grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+STAGES = (
+    "passrates", "theory_tables", "identity_check", "difficulty_analysis", "simulate",
+    "dapo_consistency", "theory_figures", "difficulty_figure", "simulation_figure", "dapo_figure",
+)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--{what} expects NAME=PATH, got {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def plan(args: argparse.Namespace) -> None:
+    """Print, per pass rate, the group size for the fidelity target and the silent rate at G."""
+    import numpy as np
+
+    from grpo_dial import theory
+
+    p = np.asarray(args.p, dtype=float)
+    eps = 1.0 - args.fidelity
+    exact = theory.group_size_exact(p, eps)
+    closed = theory.group_size_closed_form(p, eps)
+    print(f"fidelity target {args.fidelity:g}; silent rate and fidelity at G = {args.group_size}")
+    print(f"{'p':>6} {'G exact':>8} {'G* closed':>10} {'nearest':>8} {'ceil':>6} "
+          f"{'fidelity':>9} {'silent':>7}")
+    for i, pi in enumerate(p):
+        print(f"{pi:6.3f} {exact[i]:8d} {closed[i]:10.1f} "
+              f"{theory.round_group_size(closed[i], 'nearest'):8d} "
+              f"{theory.round_group_size(closed[i], 'ceil'):6d} "
+              f"{theory.fidelity(pi, args.group_size):9.3f} "
+              f"{theory.silent_rate(pi, args.group_size):7.3f}")
+
+
+def stage(args: argparse.Namespace) -> None:
+    """Run one pipeline stage with explicit inputs, outputs and a YAML file of params."""
+    from grpo_dial import stages
+
+    params = {}
+    if args.params:
+        path = Path(args.params)
+        if not path.exists():
+            raise ValueError(f"params file not found: {path}")
+        params = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(params, dict):
+            raise ValueError(f"params file {path} must hold a mapping of names to values")
+    getattr(stages, args.name)(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-dial", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
+    p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")
+    p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps")
+    p_plan.add_argument("--group-size", type=int, default=8, help="G to report silent rate at")
+    p_plan.set_defaults(func=plan)
+    p_stage = sub.add_parser("stage", help="run one pipeline stage outside Snakemake")
+    p_stage.add_argument("name", choices=STAGES)
+    p_stage.add_argument("--input", nargs="*", default=[], metavar="NAME=PATH")
+    p_stage.add_argument("--output", nargs="*", default=[], metavar="NAME=PATH")
+    p_stage.add_argument("--params", help="YAML file with the stage's params")
+    p_stage.set_defaults(func=stage)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        args.func(args)
+    except ValueError as error:
+        print(f"grpo-dial: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Figures, drawn only from the pipeline's tidy tables (never from in-memory model state).
+
+Every public function takes DataFrames and returns a matplotlib Figure whose suptitle states
+the finding in one sentence, computed from the table it draws.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+RECIPE_LABELS = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO",
+                 "dr_grpo_lr_matched": "Dr. GRPO (lr matched)"}
+RECIPE_COLORS = {"GRPO": "#1f4e79", "Dr. GRPO": "#c0504d", "DAPO": "#4f8f3a",
+                 "Dr. GRPO (lr matched)": "#e69f00"}
+
+
+def theme() -> None:
+    """One look for every figure: white grid, readable font sizes."""
+    sns.set_theme(style="whitegrid", context="paper", font_scale=1.15)
+
+
+def label(name: str) -> str:
+    """Display name of a recipe or arm."""
+    return RECIPE_LABELS.get(name, name)
+
+
+def save(fig: plt.Figure, png: str | Path, pdf: str | Path | None = None) -> None:
+    """Write the figure as PNG (and PDF), creating directories, then close it."""
+    for path in (png, pdf):
+        if path is None:
+            continue
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)

@@ -1,0 +1,92 @@
+"""Helpers shared by the rules: config validation and target lists. No torch import here."""
+
+import re
+import sys
+from pathlib import Path
+
+import jsonschema
+from snakemake.utils import validate
+
+
+def _config_error(config):
+    """One line naming the first invalid key, or None when the config is valid."""
+    schema_path = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+    import yaml
+
+    schema = yaml.safe_load(schema_path.read_text())
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(config)
+    )
+    if error is None:
+        return None
+    where = ".".join(str(part) for part in error.absolute_path) or "<top level>"
+    return f"config error at '{where}': {error.message}"
+
+
+_error = _config_error(config)
+if _error is not None:
+    raise WorkflowError(_error)
+validate(config, "../schemas/config.schema.yaml")  # fills the schema's defaults
+
+RESULTS = config["results_dir"]
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _note(message):
+    print(f"grpo-dial: {message}", file=sys.stderr)
+
+
+def _available(path, optional, allow_hub_id=False):
+    """Whether a configured input can be read; a missing required file stops the DAG build."""
+    if Path(path).exists() or (allow_hub_id and HUB_ID.match(path)):
+        return True
+    if optional:
+        _note(f"skipping {path}: not found (optional)")
+        return False
+    raise WorkflowError(f"config error: input path not found: {path}")
+
+
+def _table_available(name, spec):
+    if "path" not in spec:
+        return True
+    return _available(spec["path"], spec.get("optional", False), spec["kind"] == "bigmath")
+
+
+TABLES = [name for name, spec in config["passrate_tables"].items() if _table_available(name, spec)]
+for _name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]]:
+    if _name not in config["passrate_tables"]:
+        raise WorkflowError(
+            f"config error: unknown pass-rate table '{_name}'; "
+            f"defined: {sorted(config['passrate_tables'])}"
+        )
+SIM_TABLES = [name for name in config["simulate"]["tables"] if name in TABLES]
+DAPO = config["dapo_consistency"]
+DAPO_ENABLED = DAPO["table"] in TABLES and _available(DAPO["curve"], DAPO["optional"])
+
+wildcard_constraints:
+    table="|".join(re.escape(name) for name in config["passrate_tables"]) or "NONE",
+
+
+def passrate_spec(wildcards):
+    """The loader keyword arguments of one pass-rate table (the `optional` flag is workflow-only)."""
+    spec = dict(config["passrate_tables"][wildcards.table])
+    spec.pop("optional", None)
+    return spec
+
+
+def all_targets():
+    targets = [
+        f"{RESULTS}/theory/group_size_table.csv",
+        f"{RESULTS}/theory/identity_residuals.csv",
+        f"{RESULTS}/figures/identity.png",
+        f"{RESULTS}/figures/fidelity.png",
+        f"{RESULTS}/figures/difficulty_weight.png",
+        f"{RESULTS}/figures/silent_rate.png",
+    ]
+    targets += expand(f"{RESULTS}/figures/difficulty_{{table}}.png", table=TABLES)
+    targets += expand(f"{RESULTS}/difficulty/{{table}}/summary.csv", table=TABLES)
+    targets += expand(f"{RESULTS}/simulate/{{table}}/summary.csv", table=SIM_TABLES)
+    targets += expand(f"{RESULTS}/figures/simulation_{{table}}.png", table=SIM_TABLES)
+    if DAPO_ENABLED:
+        targets += [f"{RESULTS}/dapo/fit_summary.csv", f"{RESULTS}/figures/dapo_fit.png"]
+    return targets

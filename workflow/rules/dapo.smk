@@ -1,0 +1,18 @@
+rule dapo_consistency:
+    """Fit E_p[p_T^32] with one timescale to DAPO's logged all-correct fraction (Fig. 3b)."""
+    input:
+        curve=DAPO["curve"],
+        table=f"{RESULTS}/passrates/{DAPO['table']}.parquet",
+    output:
+        summary=f"{RESULTS}/dapo/fit_summary.csv",
+        curve=f"{RESULTS}/dapo/fit_curve.csv",
+    log:
+        f"{RESULTS}/logs/dapo/dapo_consistency.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/dapo/dapo_consistency.tsv"
+    params:
+        eval_samples=DAPO["eval_samples"],
+        n_boot=DAPO["n_boot"],
+        seed=DAPO["seed"],
+    script:
+        "../scripts/dapo_consistency.py"

@@ -1,0 +1,12 @@
+rule passrates:
+    """One pass-rate table in the tidy schema, from the configured source."""
+    output:
+        table=f"{RESULTS}/passrates/{{table}}.parquet",
+    log:
+        f"{RESULTS}/logs/passrates/{{table}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/passrates/{{table}}.tsv"
+    params:
+        spec=passrate_spec,
+    script:
+        "../scripts/passrates.py"

@@ -1,0 +1,22 @@
+rule simulate:
+    """The paper's controlled Bernoulli-logit run: one parameter per prompt, one arm per dial."""
+    input:
+        table=f"{RESULTS}/passrates/{{table}}.parquet",
+    output:
+        steps=f"{RESULTS}/simulate/{{table}}/steps.parquet",
+        prompts=f"{RESULTS}/simulate/{{table}}/prompts.parquet",
+        summary=f"{RESULTS}/simulate/{{table}}/summary.csv",
+    log:
+        f"{RESULTS}/logs/simulate/{{table}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/simulate/{{table}}.tsv"
+    params:
+        n_prompts=config["simulate"]["n_prompts"],
+        group_size=config["simulate"]["group_size"],
+        steps=config["simulate"]["steps"],
+        lr=config["simulate"]["lr"],
+        seed=config["simulate"]["seed"],
+        max_resample_rounds=config["simulate"]["max_resample_rounds"],
+        arms=config["simulate"]["arms"],
+    script:
+        "../scripts/simulate.py"

@@ -1,0 +1,34 @@
+rule theory_tables:
+    """Closed forms: group size for fidelity, fidelity and silent-rate grid, difficulty weights."""
+    output:
+        group_size=f"{RESULTS}/theory/group_size_table.csv",
+        grid=f"{RESULTS}/theory/fidelity_grid.csv",
+        weights=f"{RESULTS}/theory/difficulty_weight.csv",
+        silent_group_size=f"{RESULTS}/theory/group_size_for_silent_rate.csv",
+    log:
+        f"{RESULTS}/logs/theory/theory_tables.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/theory/theory_tables.tsv"
+    params:
+        pass_rates=config["theory"]["pass_rates"],
+        fidelities=config["theory"]["fidelities"],
+        group_sizes=config["theory"]["group_sizes"],
+        p_grid_points=config["theory"]["p_grid_points"],
+        silent_deltas=config["theory"]["silent_deltas"],
+    script:
+        "../scripts/theory_tables.py"
+
+
+rule identity_check:
+    """Monte-Carlo check of (1/G) sum_i A_i s_i = sigma^(2-alpha) (s+ - s-) through advantage.py."""
+    output:
+        curve=f"{RESULTS}/theory/identity_curve.csv",
+        residuals=f"{RESULTS}/theory/identity_residuals.csv",
+    log:
+        f"{RESULTS}/logs/theory/identity_check.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/theory/identity_check.tsv"
+    params:
+        **config["theory"]["identity"],
+    script:
+        "../scripts/identity_check.py"
