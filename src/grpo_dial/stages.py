@@ -145,6 +145,8 @@ def simulate(input: Mapping, output: Mapping, params: Mapping) -> None:
         seed=params["seed"],
         max_resample_rounds=params["max_resample_rounds"],
         arms=tuple(params["arms"]),
+        interior_only=params["interior_only"],
+        p_clip=params["p_clip"],
     )
     steps, prompts = run_simulation(table["p_hat"].to_numpy(dtype=float), config)
     summary = summarize(steps, prompts)

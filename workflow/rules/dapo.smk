@@ -14,5 +14,7 @@ rule dapo_consistency:
         eval_samples=DAPO["eval_samples"],
         n_boot=DAPO["n_boot"],
         seed=DAPO["seed"],
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/dapo_consistency.py"

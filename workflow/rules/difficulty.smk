@@ -16,5 +16,7 @@ rule difficulty_analysis:
         f"{RESULTS}/benchmarks/difficulty/{{table}}.tsv"
     params:
         **config["difficulty"],
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/difficulty_analysis.py"

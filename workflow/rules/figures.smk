@@ -24,6 +24,8 @@ rule theory_figures:
         f"{RESULTS}/benchmarks/figures/theory_figures.tsv"
     params:
         pass_rates=config["theory"]["pass_rates"],
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/theory_figures.py"
 
@@ -46,6 +48,8 @@ rule difficulty_figure:
         f"{RESULTS}/logs/figures/difficulty_{{table}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/difficulty_{{table}}.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/difficulty_figure.py"
 
@@ -68,6 +72,8 @@ rule simulation_figure:
         f"{RESULTS}/logs/figures/simulation_{{table}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/simulation_{{table}}.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/simulation_figure.py"
 
@@ -84,5 +90,7 @@ rule dapo_figure:
         f"{RESULTS}/logs/figures/dapo_fit.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/dapo_fit.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/dapo_figure.py"

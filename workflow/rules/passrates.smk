@@ -8,5 +8,7 @@ rule passrates:
         f"{RESULTS}/benchmarks/passrates/{{table}}.tsv"
     params:
         spec=passrate_spec,
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/passrates.py"

@@ -18,5 +18,9 @@ rule simulate:
         seed=config["simulate"]["seed"],
         max_resample_rounds=config["simulate"]["max_resample_rounds"],
         arms=config["simulate"]["arms"],
+        interior_only=config["simulate"]["interior_only"],
+        p_clip=config["simulate"]["p_clip"],
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/simulate.py"

@@ -15,6 +15,8 @@ rule theory_tables:
         group_sizes=config["theory"]["group_sizes"],
         p_grid_points=config["theory"]["p_grid_points"],
         silent_deltas=config["theory"]["silent_deltas"],
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/theory_tables.py"
 
@@ -30,5 +32,7 @@ rule identity_check:
         f"{RESULTS}/benchmarks/theory/identity_check.tsv"
     params:
         **config["theory"]["identity"],
+    conda:
+        "../../envs/grpo-dial.yaml"
     script:
         "../scripts/identity_check.py"
