@@ -10,13 +10,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import REPO, SHARED_DATA
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 ANALYSIS_RULES = {
-    "passrates", "theory_tables", "identity_check", "difficulty_analysis", "simulate",
-    "dapo_consistency", "theory_figures", "difficulty_figure", "simulation_figure", "dapo_figure",
+    "passrates",
+    "theory_tables",
+    "identity_check",
+    "difficulty_analysis",
+    "simulate",
+    "dapo_consistency",
+    "theory_figures",
+    "difficulty_figure",
+    "simulation_figure",
+    "dapo_figure",
 }
 
 
@@ -40,9 +47,21 @@ def snakemake(workdir: Path, config: dict, *args: str) -> subprocess.CompletedPr
     config_path = workdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
     return subprocess.run(
-        [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-         "--configfile", str(config_path), "--cores", "2", *args],
-        capture_output=True, text=True, timeout=900,
+        [
+            *SNAKEMAKE,
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(config_path),
+            "--cores",
+            "2",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -59,8 +78,9 @@ def planned_jobs(stdout: str) -> dict[str, int]:
 
 
 def test_default_dry_run_lists_every_analysis_job():
-    result = subprocess.run([*SNAKEMAKE, "-n", "--cores", "1"], cwd=REPO, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     jobs = planned_jobs(result.stdout)
     assert ANALYSIS_RULES - {"dapo_consistency", "dapo_figure"} <= set(jobs)
@@ -79,8 +99,10 @@ def test_default_dry_run_lists_every_analysis_job():
         ({"simulat": {}}, "'simulat' was unexpected"),
         ({"difficulty": {"allocation": {"signal": "loudest"}}}, "difficulty.allocation.signal"),
         ({"simulate": {"tables": ["missing"]}}, "unknown pass-rate table 'missing'"),
-        ({"passrate_tables": {"x": {"kind": "math_cot", "path": "/nope.jsonl"}}},
-         "input path not found: /nope.jsonl"),
+        (
+            {"passrate_tables": {"x": {"kind": "math_cot", "path": "/nope.jsonl"}}},
+            "input path not found: /nope.jsonl",
+        ),
     ],
 )
 def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment):
@@ -127,8 +149,14 @@ def test_analysis_rules_end_to_end(tmp_path, shared_data):
     assert set(arms) == {"grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched"}
     fit = pd.read_csv(results / "dapo" / "fit_summary.csv").set_index("model")
     assert fit.loc["closed_form", "n_params"] == 1
-    for figure in ("identity", "fidelity", "difficulty_weight", "silent_rate", "dapo_fit",
-                   "simulation_synthetic"):
+    for figure in (
+        "identity",
+        "fidelity",
+        "difficulty_weight",
+        "silent_rate",
+        "dapo_fit",
+        "simulation_synthetic",
+    ):
         assert (results / "figures" / f"{figure}.png").exists()
         assert (results / "figures" / f"{figure}.pdf").exists()
     assert (results / "logs" / "simulate" / "synthetic.log").read_text()

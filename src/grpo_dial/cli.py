@@ -1,7 +1,7 @@
 """The `grpo-dial` command: quick closed-form answers and any pipeline stage outside Snakemake.
 
-    grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
-    grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
+grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
+grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
 """
 
 from __future__ import annotations
@@ -14,8 +14,16 @@ from pathlib import Path
 import yaml
 
 STAGES = (
-    "passrates", "theory_tables", "identity_check", "difficulty_analysis", "simulate",
-    "dapo_consistency", "theory_figures", "difficulty_figure", "simulation_figure", "dapo_figure",
+    "passrates",
+    "theory_tables",
+    "identity_check",
+    "difficulty_analysis",
+    "simulate",
+    "dapo_consistency",
+    "theory_figures",
+    "difficulty_figure",
+    "simulation_figure",
+    "dapo_figure",
 )
 
 
@@ -40,14 +48,18 @@ def plan(args: argparse.Namespace) -> None:
     exact = theory.group_size_exact(p, eps)
     closed = theory.group_size_closed_form(p, eps)
     print(f"fidelity target {args.fidelity:g}; silent rate and fidelity at G = {args.group_size}")
-    print(f"{'p':>6} {'G exact':>8} {'G* closed':>10} {'nearest':>8} {'ceil':>6} "
-          f"{'fidelity':>9} {'silent':>7}")
+    print(
+        f"{'p':>6} {'G exact':>8} {'G* closed':>10} {'nearest':>8} {'ceil':>6} "
+        f"{'fidelity':>9} {'silent':>7}"
+    )
     for i, pi in enumerate(p):
-        print(f"{pi:6.3f} {exact[i]:8d} {closed[i]:10.1f} "
-              f"{theory.round_group_size(closed[i], 'nearest'):8d} "
-              f"{theory.round_group_size(closed[i], 'ceil'):6d} "
-              f"{theory.fidelity(pi, args.group_size):9.3f} "
-              f"{theory.silent_rate(pi, args.group_size):7.3f}")
+        print(
+            f"{pi:6.3f} {exact[i]:8d} {closed[i]:10.1f} "
+            f"{theory.round_group_size(closed[i], 'nearest'):8d} "
+            f"{theory.round_group_size(closed[i], 'ceil'):6d} "
+            f"{theory.fidelity(pi, args.group_size):9.3f} "
+            f"{theory.silent_rate(pi, args.group_size):7.3f}"
+        )
 
 
 def stage(args: argparse.Namespace) -> None:
@@ -66,8 +78,9 @@ def stage(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-dial", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
     p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")

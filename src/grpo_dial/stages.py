@@ -31,7 +31,9 @@ def write_table(df: pd.DataFrame, path: str | Path) -> None:
     elif path.suffix == ".csv":
         df.to_csv(path, index=False)
     else:
-        raise ValueError(f"unsupported table suffix {path.suffix!r} for {path}; use .csv or .parquet")
+        raise ValueError(
+            f"unsupported table suffix {path.suffix!r} for {path}; use .csv or .parquet"
+        )
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -123,8 +125,13 @@ def difficulty_analysis(input: Mapping, output: Mapping, params: Mapping) -> Non
     write_table(bands, output["allocation_bands"])
     summary = d.summary(table, name)
     write_table(summary, output["summary"])
-    log.info("%s: %d prompts in %.2f s\n%s", name, len(table), time.perf_counter() - started,
-             summary.to_string(index=False))
+    log.info(
+        "%s: %d prompts in %.2f s\n%s",
+        name,
+        len(table),
+        time.perf_counter() - started,
+        summary.to_string(index=False),
+    )
 
 
 # --------------------------------------------------------------------------- simulation
@@ -198,8 +205,11 @@ def difficulty_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Histogram, mass shares and silent fractions of one pass-rate table."""
     from grpo_dial.figures.difficulty import difficulty_figure as draw
 
-    fig = draw(read_table(input["histogram"]), read_table(input["mass_shares"]),
-               read_table(input["silent_fractions"]))
+    fig = draw(
+        read_table(input["histogram"]),
+        read_table(input["mass_shares"]),
+        read_table(input["silent_fractions"]),
+    )
     _save(fig, output, "figure")
 
 
@@ -207,8 +217,9 @@ def simulation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The controlled run's panels."""
     from grpo_dial.figures.simulation import simulation_figure as draw
 
-    fig = draw(read_table(input["steps"]), read_table(input["prompts"]),
-               read_table(input["summary"]))
+    fig = draw(
+        read_table(input["steps"]), read_table(input["prompts"]), read_table(input["summary"])
+    )
     _save(fig, output, "figure")
 
 
@@ -233,8 +244,12 @@ def run_rule(stage: Stage, smk) -> None:
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        handlers=handlers,
+        force=True,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
     try:
         stage(dict(smk.input.items()), dict(smk.output.items()), dict(smk.params.items()))
     except ValueError as error:

@@ -1,4 +1,4 @@
-"""Rule `passrates`: a thin call into grpo_dial.stages.passrates (which also runs outside Snakemake)."""
+"""Rule `passrates`: a thin call into grpo_dial.stages.passrates."""
 
 import sys
 from pathlib import Path
@@ -6,6 +6,6 @@ from pathlib import Path
 # The repository's own source, so the rule also runs in a conda env without the package installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))  # noqa: F821
 
-from grpo_dial.stages import passrates, run_rule  # noqa: E402
+from grpo_dial import stages  # noqa: E402
 
-run_rule(passrates, snakemake)  # noqa: F821 (injected by Snakemake)
+stages.run_rule(stages.passrates, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -15,10 +15,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-RECIPE_LABELS = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO",
-                 "dr_grpo_lr_matched": "Dr. GRPO (lr matched)"}
-RECIPE_COLORS = {"GRPO": "#1f4e79", "Dr. GRPO": "#c0504d", "DAPO": "#4f8f3a",
-                 "Dr. GRPO (lr matched)": "#e69f00"}
+RECIPE_LABELS = {
+    "grpo": "GRPO",
+    "dr_grpo": "Dr. GRPO",
+    "dapo": "DAPO",
+    "dr_grpo_lr_matched": "Dr. GRPO (lr matched)",
+}
+RECIPE_COLORS = {
+    "GRPO": "#1f4e79",
+    "Dr. GRPO": "#c0504d",
+    "DAPO": "#4f8f3a",
+    "Dr. GRPO (lr matched)": "#e69f00",
+}
 
 
 def theme() -> None:

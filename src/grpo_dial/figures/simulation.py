@@ -9,8 +9,9 @@ import seaborn as sns
 from grpo_dial.figures import RECIPE_COLORS, label, theme
 
 
-def simulation_figure(steps: pd.DataFrame, prompts: pd.DataFrame,
-                      summary: pd.DataFrame) -> plt.Figure:
+def simulation_figure(
+    steps: pd.DataFrame, prompts: pd.DataFrame, summary: pd.DataFrame
+) -> plt.Figure:
     """Mean p against samples; silent fraction against its closed form; extreme-prompt mass;
     final p by initial-difficulty quartile."""
     theme()
@@ -18,27 +19,70 @@ def simulation_figure(steps: pd.DataFrame, prompts: pd.DataFrame,
     prompts = prompts.assign(arm=prompts["arm"].map(label))
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.3))
 
-    sns.lineplot(data=steps, x="cumulative_samples", y="mean_p", hue="arm",
-                 palette=RECIPE_COLORS, ax=axes[0])
-    axes[0].set(xlabel="samples drawn", ylabel="mean pass rate over prompts",
-                title="learning against samples spent")
+    sns.lineplot(
+        data=steps, x="cumulative_samples", y="mean_p", hue="arm", palette=RECIPE_COLORS, ax=axes[0]
+    )
+    axes[0].set(
+        xlabel="samples drawn",
+        ylabel="mean pass rate over prompts",
+        title="learning against samples spent",
+    )
 
-    sns.lineplot(data=steps, x="step", y="silent_fraction", hue="arm", palette=RECIPE_COLORS,
-                 ax=axes[1], legend=False)
-    sns.lineplot(data=steps, x="step", y="expected_silent_fraction", hue="arm",
-                 palette=RECIPE_COLORS, ax=axes[1], legend=False, linestyle="--")
-    axes[1].set(xlabel="step", ylabel="silent fraction (dashed: closed form)",
-                title=r"measured vs $E[p^G + (1-p)^G]$")
+    sns.lineplot(
+        data=steps,
+        x="step",
+        y="silent_fraction",
+        hue="arm",
+        palette=RECIPE_COLORS,
+        ax=axes[1],
+        legend=False,
+    )
+    sns.lineplot(
+        data=steps,
+        x="step",
+        y="expected_silent_fraction",
+        hue="arm",
+        palette=RECIPE_COLORS,
+        ax=axes[1],
+        legend=False,
+        linestyle="--",
+    )
+    axes[1].set(
+        xlabel="step",
+        ylabel="silent fraction (dashed: closed form)",
+        title=r"measured vs $E[p^G + (1-p)^G]$",
+    )
 
-    sns.lineplot(data=steps, x="step", y="extreme_mass_share", hue="arm",
-                 palette=RECIPE_COLORS, ax=axes[2], legend=False)
-    axes[2].set(xlabel="step", ylabel="share of |update| on extreme prompts",
-                title="0 < p < 0.1 or 0.9 < p < 1")
+    sns.lineplot(
+        data=steps,
+        x="step",
+        y="extreme_mass_share",
+        hue="arm",
+        palette=RECIPE_COLORS,
+        ax=axes[2],
+        legend=False,
+    )
+    axes[2].set(
+        xlabel="step",
+        ylabel="share of |update| on extreme prompts",
+        title="0 < p < 0.1 or 0.9 < p < 1",
+    )
 
-    sns.barplot(data=prompts, x="initial_quartile", y="final_p", hue="arm",
-                palette=RECIPE_COLORS, ax=axes[3], errorbar=None)
-    axes[3].set(xlabel="initial-difficulty quartile (1 = hardest)", ylabel="final mean p",
-                ylim=(0, 1.05), title="where the arms end")
+    sns.barplot(
+        data=prompts,
+        x="initial_quartile",
+        y="final_p",
+        hue="arm",
+        palette=RECIPE_COLORS,
+        ax=axes[3],
+        errorbar=None,
+    )
+    axes[3].set(
+        xlabel="initial-difficulty quartile (1 = hardest)",
+        ylabel="final mean p",
+        ylim=(0, 1.05),
+        title="where the arms end",
+    )
     axes[3].legend(title=None, frameon=False, fontsize=8)
     axes[0].legend(title=None, frameon=False, fontsize=8)
 

@@ -17,20 +17,37 @@ def identity_figure(curve: pd.DataFrame) -> plt.Figure:
     theme()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     closed = curve.drop_duplicates("k").sort_values("k")
-    ax.plot(closed["k"], closed["sigma_closed_form"], color="#1f4e79", lw=2.2,
-            label=r"closed form $\sqrt{k(G-k)}/G$")
+    ax.plot(
+        closed["k"],
+        closed["sigma_closed_form"],
+        color="#1f4e79",
+        lw=2.2,
+        label=r"closed form $\sqrt{k(G-k)}/G$",
+    )
     for marker, (baseline, rows) in zip(MARKERS, curve.groupby("baseline"), strict=False):
         rows = rows[rows["n_groups_at_k"] > 0]
-        ax.scatter(rows["k"], rows["mc_update"], marker=marker, s=46, facecolor="none",
-                   edgecolor="#333333", label=f"Monte Carlo, groups drawn at p = {baseline:g}")
+        ax.scatter(
+            rows["k"],
+            rows["mc_update"],
+            marker=marker,
+            s=46,
+            facecolor="none",
+            edgecolor="#333333",
+            label=f"Monte Carlo, groups drawn at p = {baseline:g}",
+        )
     group_size = int(curve["G"].iloc[0])
-    ax.set(xlabel=f"correct responses k in a group of G = {group_size}",
-           ylabel=r"per-group update $\frac{1}{G}\sum_i A_i s_i$ / $(s^+ - s^-)$",
-           xticks=range(group_size + 1))
+    ax.set(
+        xlabel=f"correct responses k in a group of G = {group_size}",
+        ylabel=r"per-group update $\frac{1}{G}\sum_i A_i s_i$ / $(s^+ - s^-)$",
+        xticks=range(group_size + 1),
+    )
     ax.legend(frameon=False, fontsize=8, loc="lower center")
     worst = float(np.nanmax(np.abs(curve["mc_update"] - curve["sigma_closed_form"])))
-    fig.suptitle(f"GRPO's per-prompt step is the group's reward std, at every baseline "
-                 f"(largest gap {worst:.1e})", fontsize=10)
+    fig.suptitle(
+        f"GRPO's per-prompt step is the group's reward std, at every baseline "
+        f"(largest gap {worst:.1e})",
+        fontsize=10,
+    )
     return fig
 
 
@@ -43,12 +60,18 @@ def fidelity_figure(grid: pd.DataFrame, pass_rates=(0.5, 0.3, 0.1, 0.05)) -> plt
         rows = grid[np.isclose(grid["p"], p)].sort_values("G")
         if rows.empty:
             continue
-        ax.plot(rows["G"], rows["fidelity"], color=color, lw=2, marker="o", ms=3, label=f"p = {p:g}")
+        ax.plot(
+            rows["G"], rows["fidelity"], color=color, lw=2, marker="o", ms=3, label=f"p = {p:g}"
+        )
         expansion = rows[rows["fidelity_expansion"] > 0]
         ax.plot(expansion["G"], expansion["fidelity_expansion"], color=color, lw=1, ls="--")
     ax.axhline(0.9, color="grey", lw=0.8, ls=":")
-    ax.set(xscale="log", xlabel="group size G", ylim=(0, 1.02),
-           ylabel=r"fidelity $\varphi = E[\sigma] / \sqrt{p(1-p)}$")
+    ax.set(
+        xscale="log",
+        xlabel="group size G",
+        ylim=(0, 1.02),
+        ylabel=r"fidelity $\varphi = E[\sigma] / \sqrt{p(1-p)}$",
+    )
     ax.legend(title="pass rate (dashed: large-G expansion)", frameon=False, fontsize=8)
     at8 = grid[grid["G"] == 8].set_index("p")["fidelity"]
     title = "Small groups under-weight hard prompts"
@@ -66,13 +89,15 @@ def difficulty_weight_figure(weights: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     data = weights.assign(recipe=weights["recipe"].map(label))
     sns.lineplot(data=data, x="p", y="weight", hue="recipe", palette=RECIPE_COLORS, lw=2.2, ax=ax)
-    ax.set(yscale="log", xlabel="pass rate p",
-           ylabel="gradient weight per unit of p (log scale)")
+    ax.set(yscale="log", xlabel="pass rate p", ylabel="gradient weight per unit of p (log scale)")
     ax.legend(title=None, frameon=False)
     grpo = weights[weights["recipe"] == "grpo"]
     edge = grpo.loc[grpo["p"].idxmin()]
-    fig.suptitle(f"GRPO weights prompts near p = {edge['p']:.2f} {edge['weight'] / 2:.1f}x more "
-                 "than at p = 0.5; Dr. GRPO weights all equally", fontsize=10)
+    fig.suptitle(
+        f"GRPO weights prompts near p = {edge['p']:.2f} {edge['weight'] / 2:.1f}x more "
+        "than at p = 0.5; Dr. GRPO weights all equally",
+        fontsize=10,
+    )
     return fig
 
 
@@ -83,9 +108,16 @@ def silent_rate_figure(grid: pd.DataFrame, pass_rates=(0.5, 0.3, 0.1, 0.05)) -> 
     palette = sns.color_palette("rocket", len(pass_rates))
     for color, p in zip(palette, pass_rates, strict=True):
         rows = grid[np.isclose(grid["p"], p)].sort_values("G")
-        ax.plot(rows["G"], rows["silent_rate"], color=color, lw=2, marker="o", ms=3, label=f"p = {p:g}")
-    ax.set(xscale="log", yscale="log", xlabel="group size G",
-           ylabel=r"silent-group rate $p^G + (1-p)^G$", ylim=(1e-4, 1.05))
+        ax.plot(
+            rows["G"], rows["silent_rate"], color=color, lw=2, marker="o", ms=3, label=f"p = {p:g}"
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="group size G",
+        ylabel=r"silent-group rate $p^G + (1-p)^G$",
+        ylim=(1e-4, 1.05),
+    )
     ax.legend(frameon=False, fontsize=8)
     rows = grid[(grid["G"] == 8)]
     hard = rows.iloc[(np.abs(rows["p"] - 0.05)).argmin()] if len(rows) else None
