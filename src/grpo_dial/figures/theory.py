@@ -12,6 +12,17 @@ from grpo_dial.figures import RECIPE_COLORS, label, theme
 MARKERS = ("o", "s", "^", "D", "v")
 
 
+def _group_size_ticks(ax: plt.Axes, grid: pd.DataFrame) -> None:
+    """Log-scaled G axis labelled with plain powers of two inside the grid's range."""
+    ticks = [
+        g
+        for g in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+        if grid["G"].min() <= g <= grid["G"].max()
+    ]
+    ax.set_xticks(ticks, labels=[str(g) for g in ticks])
+    ax.minorticks_off()
+
+
 def identity_figure(curve: pd.DataFrame) -> plt.Figure:
     """g(k) = sqrt(k(G-k))/G (line) against Monte-Carlo per-group updates at several baselines."""
     theme()
@@ -73,6 +84,7 @@ def fidelity_figure(grid: pd.DataFrame, pass_rates=(0.5, 0.3, 0.1, 0.05)) -> plt
         ylabel=r"fidelity $\varphi = E[\sigma] / \sqrt{p(1-p)}$",
     )
     ax.legend(title="pass rate (dashed: large-G expansion)", frameon=False, fontsize=8)
+    _group_size_ticks(ax, grid)
     at8 = grid[grid["G"] == 8].set_index("p")["fidelity"]
     title = "Small groups under-weight hard prompts"
     if len(at8):
@@ -90,12 +102,14 @@ def difficulty_weight_figure(weights: pd.DataFrame) -> plt.Figure:
     data = weights.assign(recipe=weights["recipe"].map(label))
     sns.lineplot(data=data, x="p", y="weight", hue="recipe", palette=RECIPE_COLORS, lw=2.2, ax=ax)
     ax.set(yscale="log", xlabel="pass rate p", ylabel="gradient weight per unit of p (log scale)")
+    ax.set_yticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])
+    ax.set_ylim(0.8, float(weights["weight"].max()) * 1.1)
     ax.legend(title=None, frameon=False)
     grpo = weights[weights["recipe"] == "grpo"]
     edge = grpo.loc[grpo["p"].idxmin()]
     fig.suptitle(
-        f"GRPO weights prompts near p = {edge['p']:.2f} {edge['weight'] / 2:.1f}x more "
-        "than at p = 0.5; Dr. GRPO weights all equally",
+        f"GRPO weighs a prompt at p = {edge['p']:.2f} {edge['weight'] / 2:.1f}x more "
+        "than one at p = 0.5; Dr. GRPO weighs all prompts alike",
         fontsize=10,
     )
     return fig
@@ -119,6 +133,7 @@ def silent_rate_figure(grid: pd.DataFrame, pass_rates=(0.5, 0.3, 0.1, 0.05)) -> 
         ylim=(1e-4, 1.05),
     )
     ax.legend(frameon=False, fontsize=8)
+    _group_size_ticks(ax, grid)
     rows = grid[(grid["G"] == 8)]
     hard = rows.iloc[(np.abs(rows["p"] - 0.05)).argmin()] if len(rows) else None
     title = "Hard prompts stay silent unless the group is large"
