@@ -79,7 +79,11 @@ def planned_jobs(stdout: str) -> dict[str, int]:
 
 def test_default_dry_run_lists_every_analysis_job():
     result = subprocess.run(
-        [*SNAKEMAKE, "-n", "--cores", "1"], cwd=REPO, capture_output=True, text=True, timeout=120
+        [*SNAKEMAKE, "-n", "--forceall", "--cores", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     jobs = planned_jobs(result.stdout)

@@ -48,11 +48,14 @@ def dapo_figure(curve: pd.DataFrame, summary: pd.DataFrame) -> plt.Figure:
             )
     ax.set(xlabel="training step", ylabel="fraction of prompts with accuracy 1", ylim=(0, None))
     ax.legend(frameon=False, fontsize=8, loc="lower right")
-    row = summary.set_index("model").loc["closed_form"] if "closed_form" in r2 else None
-    title = "DAPO's discarded all-correct mass follows the closed form"
-    if row is not None:
-        title += (
-            f" with one timescale (R² = {row['r2']:.3f}, [{row['r2_lo']:.3f}, {row['r2_hi']:.3f}])"
+    title = "DAPO's all-correct fraction against the closed form E[p_T^32]"
+    if {"closed_form", "saturating"} <= set(r2.index):
+        fit = summary.set_index("model")
+        one, two = fit.loc["closed_form"], fit.loc["saturating"]
+        verdict = "matches" if one["r2_hi"] >= two["r2"] else "trails"
+        title = (
+            f"One timescale gives R² = {one['r2']:.3f} [{one['r2_lo']:.3f}, {one['r2_hi']:.3f}]: "
+            f"it {verdict} a generic 2-parameter curve (R² = {two['r2']:.3f})"
         )
     fig.suptitle(title, fontsize=10)
     return fig

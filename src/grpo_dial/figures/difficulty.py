@@ -67,6 +67,7 @@ def difficulty_figure(
         title="closed form and without-replacement subsampling",
     )
     axes[2].set_xticks(sorted(silent["G"].unique()), labels=sorted(silent["G"].unique()))
+    axes[2].minorticks_off()
     axes[2].legend(title=None, frameon=False)
 
     grpo, dr = _share(mass, "extreme", "grpo"), _share(mass, "extreme", "dr_grpo")

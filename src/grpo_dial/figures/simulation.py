@@ -15,15 +15,17 @@ def simulation_figure(
     """Mean p against samples; silent fraction against its closed form; extreme-prompt mass;
     final p by initial-difficulty quartile."""
     theme()
-    steps = steps.assign(arm=steps["arm"].map(label))
+    steps = steps.assign(
+        arm=steps["arm"].map(label), samples_millions=steps["cumulative_samples"] / 1e6
+    )
     prompts = prompts.assign(arm=prompts["arm"].map(label))
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.3))
 
     sns.lineplot(
-        data=steps, x="cumulative_samples", y="mean_p", hue="arm", palette=RECIPE_COLORS, ax=axes[0]
+        data=steps, x="samples_millions", y="mean_p", hue="arm", palette=RECIPE_COLORS, ax=axes[0]
     )
     axes[0].set(
-        xlabel="samples drawn",
+        xlabel="samples drawn (millions)",
         ylabel="mean pass rate over prompts",
         title="learning against samples spent",
     )
@@ -83,7 +85,7 @@ def simulation_figure(
         ylim=(0, 1.05),
         title="where the arms end",
     )
-    axes[3].legend(title=None, frameon=False, fontsize=8)
+    axes[3].get_legend().remove()  # same colours as the first panel's legend
     axes[0].legend(title=None, frameon=False, fontsize=8)
 
     by_arm = summary.set_index("arm")["hardest_quartile_final_p"]
