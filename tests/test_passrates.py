@@ -251,9 +251,11 @@ def test_bigmath_directory_and_dispatcher(tmp_path: Path, bigmath_file: Path) ->
 
 
 def test_bigmath_bad_inputs(tmp_path: Path, bigmath_file: Path) -> None:
-    with pytest.raises(ValueError, match="nor a known hub id") as info:
+    with pytest.raises(ValueError, match="nor a URL or hub id") as info:
         load_bigmath(tmp_path / "nowhere.parquet")
     assert "nowhere.parquet" in _one_line_error(info)
+    with pytest.raises(ValueError, match="nor a URL or hub id"):
+        load_bigmath("data/missing/bigmath.parquet")  # a relative path, not owner/name
     with pytest.raises(ValueError, match="solve_rate_band"):
         load_bigmath(bigmath_file, solve_rate_band=(0.8, 0.2))
     pq.write_table(

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 PASSRATE_COLUMNS = tuple(
     "prompt_id source difficulty n k p_hat mean_len_correct mean_len_incorrect".split()
 )
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name, not a path
 BIGMATH_HUB_IDS = ("SynthLabsAI/Big-Math-RL-Verified", "open-r1/Big-Math-RL-Verified-Processed")
 GSM8K_MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 
@@ -219,11 +220,18 @@ def _read_bigmath_arrow(source: str | Path, split: str) -> pa.Table:
         if not files:
             raise ValueError(f"no parquet files under directory: {path}")
         return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
-    if str(source) in BIGMATH_HUB_IDS:
-        import datasets  # heavy import, only for the hub path
+    text = str(source)
+    if text.startswith(("http://", "https://")) or HUB_ID.match(text):
+        import datasets  # heavy import, only for remote sources
 
-        return datasets.load_dataset(str(source), split=split).with_format("arrow")[:]
-    raise ValueError(f"file not found: {source} (nor a known hub id: {', '.join(BIGMATH_HUB_IDS)})")
+        if HUB_ID.match(text):
+            remote = datasets.load_dataset(text, split=split)
+        else:
+            remote = datasets.load_dataset("parquet", data_files=text, split="train")
+        return remote.with_format("arrow")[:]
+    raise ValueError(
+        f"file not found: {source} (nor a URL or hub id such as {', '.join(BIGMATH_HUB_IDS)})"
+    )
 
 
 def _domain_hit(domain: pd.Series, wanted: list[str]) -> np.ndarray:
@@ -247,7 +255,8 @@ def load_bigmath(
     """Big-Math solve rates as a pass-rate table: k = round(n * llama8b_solve_rate), n = 64.
 
     `source` is a local parquet file, a directory of parquet files (read recursively, sorted;
-    `split` is ignored), or one of BIGMATH_HUB_IDS loaded through `datasets.load_dataset`.
+    `split` is ignored), a hub id such as one of BIGMATH_HUB_IDS (`datasets.load_dataset`, split
+    `split`), or an http(s) URL of a parquet file.
     prompt_id hashes the problem text ("bigmath-..."), computed before any row is dropped so a
     filter never changes an id. Drop reasons, in order: missing_problem, solve_rate_null,
     solve_rate_nan, solve_rate_out_of_range (outside [0, 1]), then the filters: source_filter

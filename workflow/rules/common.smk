@@ -38,7 +38,8 @@ def _note(message):
 
 def _available(path, optional, allow_hub_id=False):
     """Whether a configured input can be read; a missing required file stops the DAG build."""
-    if Path(path).exists() or (allow_hub_id and HUB_ID.match(path)):
+    remote = HUB_ID.match(path) or path.startswith(("http://", "https://"))
+    if Path(path).exists() or (allow_hub_id and remote):
         return True
     if optional:
         _note(f"skipping {path}: not found (optional)")
