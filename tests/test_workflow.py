@@ -13,6 +13,16 @@ import yaml
 from conftest import REPO, SHARED_DATA
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+PAPER_GROUP_SIZES = {
+    (p, fidelity): cell
+    for p, row in {
+        0.50: [(7, 5), (11, 10), (51, 50)],
+        0.30: [(9, 6), (14, 12), (61, 60)],
+        0.10: [(22, 14), (36, 28), (144, 139)],
+        0.05: [(42, 26), (69, 53), (273, 263)],
+    }.items()
+    for fidelity, cell in zip((0.9, 0.95, 0.99), row, strict=True)
+}
 ANALYSIS_RULES = {
     "passrates",
     "theory_tables",
@@ -141,9 +151,11 @@ def test_analysis_rules_end_to_end(tmp_path, shared_data):
     result = snakemake(tmp_path, tiny_config(results))
     assert result.returncode == 0, result.stderr[-4000:]
 
-    table = pd.read_csv(results / "theory" / "group_size_table.csv")
-    exact = table.set_index(["p", "fidelity"])["g_exact"]
-    assert exact[(0.05, 0.9)] == 42 and exact[(0.5, 0.99)] == 51
+    # the group-size table in results/ equals DESIGN 1.3: exact G (closed form rounded to nearest)
+    table = pd.read_csv(results / "theory" / "group_size_table.csv").set_index(["p", "fidelity"])
+    for (p, fidelity), (exact, nearest) in PAPER_GROUP_SIZES.items():
+        assert table.loc[(p, fidelity), "g_exact"] == exact
+        assert table.loc[(p, fidelity), "g_closed_form_nearest"] == nearest
 
     for name in ("synthetic", "gsm8k_logged", "math_cot_100"):
         summary = pd.read_csv(results / "difficulty" / name / "summary.csv")

@@ -154,6 +154,7 @@ def simulate(input: Mapping, output: Mapping, params: Mapping) -> None:
         arms=tuple(params["arms"]),
         interior_only=params["interior_only"],
         p_clip=params["p_clip"],
+        progress=True,
     )
     steps, prompts = run_simulation(table["p_hat"].to_numpy(dtype=float), config)
     summary = summarize(steps, prompts)
