@@ -354,3 +354,21 @@ def test_bad_specs_name_the_problem(spec: dict, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern) as info:
         load_passrates(spec)
     _one_line_error(info)
+
+
+def test_extra_columns_ride_along_after_the_schema() -> None:
+    table = pd.DataFrame(
+        {
+            "prompt_id": ["a"],
+            "source": ["s"],
+            "difficulty": [None],
+            "n": [4],
+            "k": [1],
+            "p_hat": [0.25],
+            "mean_len_correct": [3.0],
+            "mean_len_incorrect": [np.nan],
+            "wilson_lo": [0.05],
+        }
+    )
+    out = validate_passrates(table)
+    assert list(out.columns[-1:]) == ["wilson_lo"] and out["wilson_lo"].iloc[0] == 0.05

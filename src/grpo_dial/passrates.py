@@ -95,6 +95,7 @@ def _first(mask: np.ndarray) -> int | None:
 def validate_passrates(df: pd.DataFrame) -> pd.DataFrame:
     """Check the schema and return the table with canonical column order and dtypes.
 
+    Columns beyond the schema are kept, after it, unchanged.
     Raises a one-line ValueError naming the first bad column and (positional) row: missing
     column, null id/source/n/k, n < 1, k outside [0, n], p_hat != k/n, negative length,
     duplicate prompt_id.
@@ -130,6 +131,9 @@ def validate_passrates(df: pd.DataFrame) -> pd.DataFrame:
     dup = out["prompt_id"].duplicated().to_numpy()
     if (row := _first(dup)) is not None:
         _fail("prompt_id", row, f"duplicate id {out['prompt_id'].iloc[row]!r}")
+    for col in df.columns:  # extra columns (e.g. Wilson intervals) ride along after the schema
+        if col not in PASSRATE_COLUMNS:
+            out[col] = df[col]
     return out
 
 
