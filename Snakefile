@@ -17,6 +17,7 @@ include: "workflow/rules/theory.smk"
 include: "workflow/rules/difficulty.smk"
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/dapo.smk"
+include: "workflow/rules/policy.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -360,6 +360,9 @@ def test_tables_have_documented_columns_and_consistent_values(base_dir, tmp_path
     assert resp.loc[resp["work"].isna()].length.ge(0).all()  # the task's None split -> NaN
     assert sorted(t["evals"]["step"].unique()) == [0, 2, 4]
     assert set(t["evals"]["difficulty"]) == {"easy", "hard", "all"}
+    assert set(t["evals"]["mode"]) == {"greedy", "sampled"}
+    sampled = t["evals"][(t["evals"]["mode"] == "sampled") & (t["evals"]["difficulty"] == "all")]
+    assert sampled["n"].eq(cfg.heldout_prompts * cfg.eval_samples).all()
     assert sorted(t["identity"]["step"].unique()) == [2, 4]
     assert (t["identity"]["seq_relative_residual"] < 1e-4).all()
     shares = mass.groupby("step")["share"].sum()
@@ -405,3 +408,13 @@ def test_pass_rate_band_edges_and_group_mass_hand_numbers():
     assert stats["silent_fraction"] == 0.5 and stats["all_correct_fraction"] == 0.5
     assert stats["all_wrong_fraction"] == 0.0 and math.isnan(stats["mean_work_correct"])
     assert stats["mean_len_incorrect"] == pytest.approx(np.mean([1, 2, 3, 6, 7]))
+
+
+def test_sampled_evaluation_does_not_change_the_run(base_dir, tmp_path):
+    with_eval = _run(base_dir, tmp_path / "a", preset("grpo"), replace(CFG, eval_samples=3))
+    without = _run(base_dir, tmp_path / "b", preset("grpo"), replace(CFG, eval_samples=0))
+    pd.testing.assert_frame_equal(
+        with_eval["steps"].drop(columns="wall_seconds"),
+        without["steps"].drop(columns="wall_seconds"),
+    )
+    assert set(without["evals"]["mode"]) == {"greedy"}

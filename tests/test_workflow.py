@@ -46,7 +46,8 @@ def tiny_config(results: Path) -> dict:
         spec = config["passrate_tables"][name]
         spec["path"] = str((REPO / spec["path"]).resolve())
     config["theory"]["identity"]["n_groups"] = 2000
-    config["simulate"].update(n_prompts=400, steps=25)
+    config["simulate"].update(n_prompts=400, steps=25, tables=["synthetic"])
+    config["dials"] = {}  # the analysis half only; the policy chain has its own smoke test
     config["dapo_consistency"].update(
         curve=str((REPO / config["dapo_consistency"]["curve"]).resolve()), n_boot=20
     )
@@ -100,8 +101,12 @@ def test_default_dry_run_lists_every_analysis_job():
     assert ANALYSIS_RULES - {"dapo_consistency", "dapo_figure"} <= set(jobs)
     n_tables = 3 if SHARED_DATA.exists() else 1
     assert jobs["passrates"] == n_tables
-    assert jobs["difficulty_analysis"] == n_tables
-    assert jobs["difficulty_figure"] == n_tables
+    # plus the base policy's own table from estimate_pass_rates
+    assert jobs["difficulty_analysis"] == n_tables + 1
+    assert jobs["difficulty_figure"] == n_tables + 1
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    assert jobs["warm_start"] == 1 and jobs["estimate_pass_rates"] == 1
+    assert jobs["train"] == len(default["dials"]) * len(default["train"]["seeds"])
     if SHARED_DATA.exists():
         assert jobs["dapo_consistency"] == 1
 

@@ -252,7 +252,9 @@ def run_rule(stage: Stage, smk) -> None:
         format="%(asctime)s %(levelname)s %(message)s",
     )
     try:
-        stage(dict(smk.input.items()), dict(smk.output.items()), dict(smk.params.items()))
+        params = dict(smk.params.items())
+        params.setdefault("threads", smk.threads)
+        stage(dict(smk.input.items()), dict(smk.output.items()), params)
     except ValueError as error:
         log.error("%s: %s", stage.__name__, error)
         sys.exit(1)

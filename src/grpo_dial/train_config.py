@@ -86,6 +86,11 @@ class TrainConfig:
         "0 = only those two.",
     )
     heldout_prompts: int = _opt(128, "Held-out problems, task.problems('heldout', n, pool_seed).")
+    eval_samples: int = _opt(
+        4,
+        "Sampled held-out evaluation: this many responses per problem at the training temperature "
+        "(the pass rate RL optimizes), besides greedy decoding; 0 = greedy only.",
+    )
     checkpoint_every: int = _opt(
         10, "Save checkpoint_dir/last.pt every this many steps (and at the end); 0 = end only."
     )
@@ -119,6 +124,7 @@ class TrainConfig:
             "pool_seed": 0,
             "eval_every": 0,
             "heldout_prompts": 1,
+            "eval_samples": 0,
             "checkpoint_every": 0,
             "identity_every": 0,
             "identity_groups": 1,

@@ -58,7 +58,9 @@ RESPONSE_COLUMNS = (
     "step group prompt_id difficulty k G reward length tokens truncated advantage work redundant "
     "resample_round trained"
 ).split()
-EVAL_COLUMNS = "step difficulty n accuracy mean_len mean_len_correct mean_len_incorrect".split()
+EVAL_COLUMNS = (
+    "step mode difficulty n accuracy mean_len mean_len_correct mean_len_incorrect".split()
+)
 PASS_RATE_BANDS = ("never", "extreme", "medium", "other", "always")
 UNRATED = "unrated"  # a training prompt the pass-rate table does not list
 TABLES = ("steps", "mass", "responses", "evals", "identity")
@@ -192,9 +194,10 @@ def response_chunk(step: int, columns: dict[str, object]) -> dict[str, list]:
 
 
 def eval_chunk(
-    step: int, difficulty: list[str], correct: np.ndarray, lengths: np.ndarray
+    step: int, mode: str, difficulty: list[str], correct: np.ndarray, lengths: np.ndarray
 ) -> dict[str, list]:
-    """Greedy held-out accuracy and mean lengths by difficulty label, plus an 'all' row."""
+    """Held-out accuracy and mean lengths by difficulty label, plus an 'all' row; `mode` is
+    'greedy' or 'sampled'. n counts responses (problems x samples)."""
     diff = np.asarray(difficulty, dtype=object)
     labels = sorted(set(difficulty)) + ["all"]
     rows = {c: [] for c in EVAL_COLUMNS}
@@ -203,6 +206,7 @@ def eval_chunk(
         c, n = correct[sel].astype(bool), lengths[sel].astype(float)
         values = (
             step,
+            mode,
             label,
             int(sel.sum()),
             float(c.mean()),

@@ -209,19 +209,38 @@ def evaluate(
     config: TrainConfig,
     step: int,
 ) -> dict[str, list]:
-    """Greedy (temperature 0) held-out accuracy and lengths by difficulty: an `evals` chunk."""
+    """Held-out accuracy and lengths by difficulty: greedy (temperature 0), then eval_samples
+    sampled responses per problem at the training temperature. The sampled pass draws from its
+    own generator seeded by (seed, step), never from the training streams, so evaluation does
+    not change the run and a resumed run evaluates identically."""
     chunk = config.prompts_per_step * config.group_size
-    correct, lengths = [], []
-    for lo in range(0, len(heldout), chunk):
-        ro = generate_groups(
-            model, tokenizer, heldout[lo : lo + chunk], 1, config.max_new_tokens, 0.0
-        )
-        rewards = score(task, ro)[0]
-        correct.append(rewards.cpu().numpy())
-        lengths.append(rec.lengths_of(ro.texts))
-    return rec.eval_chunk(
-        step, [p.difficulty for p in heldout], np.concatenate(correct), np.concatenate(lengths)
-    )
+    generator = torch.Generator(device=config.device)
+    generator.manual_seed(1_000_003 * (config.seed + 1) + step)
+    modes = [("greedy", 1, 0.0)]
+    if config.eval_samples:
+        modes.append(("sampled", config.eval_samples, config.temperature))
+    rows: dict[str, list] = {}
+    for mode, samples, temperature in modes:
+        per_call = max(1, chunk // samples)
+        correct, lengths, labels = [], [], []
+        for lo in range(0, len(heldout), per_call):
+            problems = heldout[lo : lo + per_call]
+            ro = generate_groups(
+                model,
+                tokenizer,
+                problems,
+                samples,
+                config.max_new_tokens,
+                temperature,
+                generator=generator,
+            )
+            correct.append(score(task, ro)[0].cpu().numpy())
+            lengths.append(rec.lengths_of(ro.texts))
+            labels += [p.difficulty for p in ro.problems]
+        part = rec.eval_chunk(step, mode, labels, np.concatenate(correct), np.concatenate(lengths))
+        for column, values in part.items():
+            rows.setdefault(column, []).extend(values)
+    return rows
 
 
 # --------------------------------------------------------------------------- lr matching

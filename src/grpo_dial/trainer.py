@@ -291,7 +291,19 @@ def train_run(
         if _due(step, config.eval_every, config.steps):
             chunk = evaluate(run.model, run.tokenizer, task, run.heldout, config, step)
             run.records["evals"].append(chunk)
-            log.info("step %d: held-out greedy accuracy %.3f", step, chunk["accuracy"][-1])
+            accuracy = dict(
+                zip(
+                    zip(chunk["mode"], chunk["difficulty"], strict=True),
+                    chunk["accuracy"],
+                    strict=True,
+                )
+            )
+            log.info(
+                "step %d: held-out accuracy greedy %.3f, sampled %s",
+                step,
+                accuracy[("greedy", "all")],
+                accuracy.get(("sampled", "all"), float("nan")),
+            )
         if _due(step, config.checkpoint_every, config.steps):
             _save(run, path, step)
         if callback is not None:

@@ -53,9 +53,16 @@ def _table_available(name, spec):
     return _available(spec["path"], spec.get("optional", False), spec["kind"] == "bigmath")
 
 
-TABLES = [name for name, spec in config["passrate_tables"].items() if _table_available(name, spec)]
+POLICY_TABLE = "base_policy"  # the base policy's own pass rates (rule estimate_pass_rates)
+if POLICY_TABLE in config["passrate_tables"]:
+    raise WorkflowError(f"config error: '{POLICY_TABLE}' is reserved for the base policy's pass rates")
+CONFIGURED_TABLES = [
+    name for name, spec in config["passrate_tables"].items() if _table_available(name, spec)
+]
+POLICY_ENABLED = bool(config["dials"]) and config["train"]["steps"] > 0
+TABLES = CONFIGURED_TABLES + ([POLICY_TABLE] if POLICY_ENABLED else [])
 for _name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]]:
-    if _name not in config["passrate_tables"]:
+    if _name not in config["passrate_tables"] and not (_name == POLICY_TABLE and POLICY_ENABLED):
         raise WorkflowError(
             f"config error: unknown pass-rate table '{_name}'; "
             f"defined: {sorted(config['passrate_tables'])}"
@@ -65,7 +72,50 @@ DAPO = config["dapo_consistency"]
 DAPO_ENABLED = DAPO["table"] in TABLES and _available(DAPO["curve"], DAPO["optional"])
 
 wildcard_constraints:
-    table="|".join(re.escape(name) for name in config["passrate_tables"]) or "NONE",
+    table="|".join(re.escape(name) for name in [*config["passrate_tables"], POLICY_TABLE]),
+    dial="|".join(re.escape(name) for name in config["dials"]) or "NONE",
+    seed=r"\d+",
+
+CONFIGURED_TABLE_PATTERN = "|".join(re.escape(name) for name in config["passrate_tables"]) or "NONE"
+
+# ------------------------------------------------------------------ policy and training
+GPU = 1 if config["model"]["device"].startswith("cuda") else 0
+TINY = config["model"]["base"] == "tiny"
+BASE_MODEL = f"{RESULTS}/policy/base" if TINY else []  # a job input only when we build it
+BASE_MODEL_ID = f"{RESULTS}/policy/base" if TINY else config["model"]["base"]
+LR_MATCH = config["train"]["lr_match"]
+if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
+    raise WorkflowError(
+        f"config error: train.lr_match.reference '{LR_MATCH['reference']}' is not in dials "
+        f"{sorted(config['dials'])}"
+    )
+
+
+def train_params(wildcards):
+    """The TrainConfig fields (every train key but the workflow-only ones)."""
+    skip = {"seeds", "lr_match", "threads"}
+    return {key: value for key, value in config["train"].items() if key not in skip}
+
+
+def train_inputs(wildcards):
+    """Base model, its pass rates and, with lr matching, this arm's and the reference's calibration."""
+    inputs = {"passrates": f"{RESULTS}/passrates/{POLICY_TABLE}.parquet"}
+    if TINY:
+        inputs["model"] = BASE_MODEL
+    if LR_MATCH["enabled"]:
+        inputs["calibration"] = f"{RESULTS}/train/{wildcards.dial}/lr_calibration.csv"
+        inputs["reference"] = f"{RESULTS}/train/{LR_MATCH['reference']}/lr_calibration.csv"
+    return inputs
+
+
+def train_targets():
+    if not POLICY_ENABLED:
+        return []
+    return expand(
+        f"{RESULTS}/train/{{dial}}/seed{{seed}}/steps.parquet",
+        dial=list(config["dials"]),
+        seed=config["train"]["seeds"],
+    )
 
 
 def passrate_spec(wildcards):
@@ -88,6 +138,7 @@ def all_targets():
     targets += expand(f"{RESULTS}/difficulty/{{table}}/summary.csv", table=TABLES)
     targets += expand(f"{RESULTS}/simulate/{{table}}/summary.csv", table=SIM_TABLES)
     targets += expand(f"{RESULTS}/figures/simulation_{{table}}.png", table=SIM_TABLES)
+    targets += train_targets()
     if DAPO_ENABLED:
         targets += [f"{RESULTS}/dapo/fit_summary.csv", f"{RESULTS}/figures/dapo_fit.png"]
     return targets

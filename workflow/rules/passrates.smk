@@ -6,6 +6,8 @@ rule passrates:
         f"{RESULTS}/logs/passrates/{{table}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/passrates/{{table}}.tsv"
+    wildcard_constraints:
+        table=CONFIGURED_TABLE_PATTERN,
     params:
         spec=passrate_spec,
     conda:

@@ -1,0 +1,105 @@
+rule warm_start:
+    """Build the tiny character-level Llama and train it on the task's demonstrations."""
+    output:
+        model=directory(f"{RESULTS}/policy/base"),
+        loss=f"{RESULTS}/policy/warm_start_loss.csv",
+    log:
+        f"{RESULTS}/logs/policy/warm_start.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/policy/warm_start.tsv"
+    threads: workflow.cores
+    resources:
+        gpu=GPU,
+    params:
+        task=config["task"],
+        spec=config["model"]["spec"],
+        model_seed=config["model"]["seed"],
+        device=config["model"]["device"],
+        warm_start=config["warm_start"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/warm_start.py"
+
+
+rule estimate_pass_rates:
+    """n samples for every prompt of the training pool, verified: the base policy's pass rates."""
+    input:
+        model=BASE_MODEL,
+    output:
+        table=f"{RESULTS}/passrates/{POLICY_TABLE}.parquet",
+    log:
+        f"{RESULTS}/logs/policy/estimate_pass_rates.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/policy/estimate_pass_rates.tsv"
+    threads: workflow.cores
+    resources:
+        gpu=GPU,
+    params:
+        task=config["task"],
+        model=BASE_MODEL_ID,
+        device=config["model"]["device"],
+        pass_rates=config["pass_rates"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/estimate_pass_rates.py"
+
+
+rule calibrate_lr:
+    """Norm of one optimizer step of a dial on a calibration batch (learning-rate matching)."""
+    input:
+        model=BASE_MODEL,
+    output:
+        calibration=f"{RESULTS}/train/{{dial}}/lr_calibration.csv",
+    log:
+        f"{RESULTS}/logs/train/{{dial}}/lr_calibration.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train/{{dial}}/lr_calibration.tsv"
+    threads: config["train"]["threads"]
+    resources:
+        gpu=GPU,
+    params:
+        task=config["task"],
+        model=BASE_MODEL_ID,
+        device=config["model"]["device"],
+        dial=lambda wildcards: config["dials"][wildcards.dial],
+        train=train_params,
+        pass_rates=config["pass_rates"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/calibrate_lr.py"
+
+
+rule train:
+    """One RL run of one dial setting and seed: steps, responses, mass, evals, identity probes."""
+    input:
+        unpack(train_inputs),
+    output:
+        steps=f"{RESULTS}/train/{{dial}}/seed{{seed}}/steps.parquet",
+        responses=f"{RESULTS}/train/{{dial}}/seed{{seed}}/responses.parquet",
+        mass=f"{RESULTS}/train/{{dial}}/seed{{seed}}/mass.parquet",
+        evals=f"{RESULTS}/train/{{dial}}/seed{{seed}}/evals.parquet",
+        identity=f"{RESULTS}/train/{{dial}}/seed{{seed}}/identity.parquet",
+        model=directory(f"{RESULTS}/train/{{dial}}/seed{{seed}}/final"),
+    log:
+        f"{RESULTS}/logs/train/{{dial}}/seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train/{{dial}}/seed{{seed}}.tsv"
+    threads: config["train"]["threads"]
+    resources:
+        gpu=GPU,
+    params:
+        task=config["task"],
+        model=BASE_MODEL_ID,
+        device=config["model"]["device"],
+        dial=lambda wildcards: config["dials"][wildcards.dial],
+        train=train_params,
+        pass_rates=config["pass_rates"],
+        seed=lambda wildcards: int(wildcards.seed),
+        checkpoint_dir=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.dial}/seed{wildcards.seed}",
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/train.py"
