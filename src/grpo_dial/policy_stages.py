@@ -26,6 +26,11 @@ def _threads(params: Mapping) -> None:
         torch.set_num_threads(int(params["threads"]))
 
 
+def _base_model(input: Mapping, params: Mapping) -> str:
+    """The warm-started model directory when this workflow built it, else the configured path/id."""
+    return str(input["model"]) if "model" in input else str(params["model"])
+
+
 def _task(params: Mapping):
     from grpo_dial.tasks import get_task
 
@@ -61,7 +66,7 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
     _threads(params)
     task = _task(params)
     settings = params["pass_rates"]
-    model, tokenizer = load_policy(params["model"], device=params["device"])
+    model, tokenizer = load_policy(_base_model(input, params), device=params["device"])
     problems = task.problems("train", settings["pool"], settings["seed"])
     table = estimate(
         model,
@@ -117,7 +122,7 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
     _threads(params)
     task = _task(params)
     # float32 like the training run: bf16 weights would round away AdamW steps of size ~lr
-    model, tokenizer = load_policy(params["model"], device=params["device"], dtype="float32")
+    model, tokenizer = load_policy(_base_model(input, params), device=params["device"], dtype="float32")
     dial = _dial(params)
     norm = calibration_update_norm(model, tokenizer, task, dial, _train_config(params))
     log.info("update norm of one step on the calibration batch: %.4g", norm)
@@ -141,7 +146,7 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
     dial = _dial(params)
     pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
     train_run(
-        params["model"],
+        _base_model(input, params),
         _task(params),
         dial,
         _train_config(params, lr_scale=scale),

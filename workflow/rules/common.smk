@@ -82,7 +82,6 @@ CONFIGURED_TABLE_PATTERN = "|".join(re.escape(name) for name in config["passrate
 GPU = 1 if config["model"]["device"].startswith("cuda") else 0
 TINY = config["model"]["base"] == "tiny"
 BASE_MODEL = f"{RESULTS}/policy/base" if TINY else []  # a job input only when we build it
-BASE_MODEL_ID = f"{RESULTS}/policy/base" if TINY else config["model"]["base"]
 LR_MATCH = config["train"]["lr_match"]
 if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
     raise WorkflowError(

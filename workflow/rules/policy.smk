@@ -37,7 +37,7 @@ rule estimate_pass_rates:
         gpu=GPU,
     params:
         task=config["task"],
-        model=BASE_MODEL_ID,
+        model=config["model"]["base"],
         device=config["model"]["device"],
         pass_rates=config["pass_rates"],
     conda:
@@ -61,7 +61,7 @@ rule calibrate_lr:
         gpu=GPU,
     params:
         task=config["task"],
-        model=BASE_MODEL_ID,
+        model=config["model"]["base"],
         device=config["model"]["device"],
         dial=lambda wildcards: config["dials"][wildcards.dial],
         train=train_params,
@@ -92,7 +92,7 @@ rule train:
         gpu=GPU,
     params:
         task=config["task"],
-        model=BASE_MODEL_ID,
+        model=config["model"]["base"],
         device=config["model"]["device"],
         dial=lambda wildcards: config["dials"][wildcards.dial],
         train=train_params,
