@@ -18,6 +18,7 @@ include: "workflow/rules/difficulty.smk"
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/dapo.smk"
 include: "workflow/rules/policy.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -39,10 +39,33 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     assert (results / "difficulty" / "base_policy" / "summary.csv").exists()
     assert (results / "simulate" / "base_policy" / "summary.csv").exists()
 
-    # change one arm: only its training job reruns
+    # length by correctness: per-run terms, the cross-run summary, figures and summary.md
+    summary = pd.read_csv(results / "decompose" / "summary.csv")
+    assert sorted(summary["dial"]) == sorted(config["dials"])
+    terms = pd.read_csv(results / "decompose" / "grpo" / "seed0" / "terms.csv").set_index(
+        "quantity"
+    )
+    parts = terms.loc[["mix", "within_correct", "within_incorrect"], "value"].sum()
+    assert parts == pytest.approx(terms.loc["total", "value"], abs=1e-9)
+    for figure in (
+        "length_curves",
+        "decomposition",
+        "accuracy_length",
+        "silent_training",
+        "identity_training",
+    ):
+        assert (results / "figures" / f"{figure}.png").stat().st_size > 10_000, figure
+    text = (results / "summary.md").read_text()
+    for dial in config["dials"]:
+        assert f"**{dial}**" in text
+    assert "within incorrect responses" in text
+
+    # change one arm: only its training job and what depends on it rerun
     config["dials"]["dr_grpo"]["eps"] = 1e-4
     plan = snakemake(tmp_path, config, "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
     jobs = planned_jobs(plan.stdout)
-    assert jobs.pop("train") == 1 and set(jobs) <= {"all"}, jobs
+    assert jobs.pop("train") == 1 and jobs.pop("decompose_length") == 1, jobs
+    # what depends on every run (the cross-run summary and its figures) follows; nothing else
+    assert set(jobs) <= {"training_summary", "training_figures", "summary", "all"}, jobs
     assert "results/train/dr_grpo/seed0" in plan.stdout.replace(str(tmp_path) + "/", "")

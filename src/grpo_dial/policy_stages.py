@@ -122,7 +122,9 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
     _threads(params)
     task = _task(params)
     # float32 like the training run: bf16 weights would round away AdamW steps of size ~lr
-    model, tokenizer = load_policy(_base_model(input, params), device=params["device"], dtype="float32")
+    model, tokenizer = load_policy(
+        _base_model(input, params), device=params["device"], dtype="float32"
+    )
     dial = _dial(params)
     norm = calibration_update_norm(model, tokenizer, task, dial, _train_config(params))
     log.info("update norm of one step on the calibration batch: %.4g", norm)

@@ -37,7 +37,9 @@ class TrainConfig:
         "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G.",
     )
     lr: float = _opt(
-        3e-4, "Learning rate before lr_scale. 3e-4 moves the tiny Llama in ~100 steps."
+        1e-4,
+        "Learning rate before lr_scale. On the tiny Llama, 1e-4 raises held-out sampled accuracy "
+        "within 100 steps; 1e-3 collapses the policy.",
     )
     optimizer: Literal["adamw", "sgd"] = _opt(
         "adamw",

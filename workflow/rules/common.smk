@@ -124,6 +124,33 @@ def passrate_spec(wildcards):
     return spec
 
 
+# ------------------------------------------------------------------ length by correctness
+TRAINING_FIGURES = [
+    "length_curves", "decomposition", "accuracy_length", "silent_training", "identity_training"
+]
+REAL = config["real_lengths"]
+REAL_LENGTH_INPUTS = {
+    name: REAL[name]
+    for name in ("math_cot", "gsm8k")
+    if REAL.get(name) and _available(REAL[name], REAL["optional"])
+}
+
+
+def summary_inputs(wildcards):
+    """Every table the summary speaks about that this configuration produces."""
+    inputs = {"group_size": f"{RESULTS}/theory/group_size_table.csv"}
+    if POLICY_ENABLED:
+        inputs["training"] = f"{RESULTS}/decompose/summary.csv"
+        inputs["difficulty"] = f"{RESULTS}/difficulty/{POLICY_TABLE}/summary.csv"
+    if SIM_TABLES:
+        inputs["simulate"] = f"{RESULTS}/simulate/{SIM_TABLES[0]}/summary.csv"
+    if REAL_LENGTH_INPUTS:
+        inputs["real_lengths"] = f"{RESULTS}/real_lengths/by_correctness.csv"
+    if DAPO_ENABLED:
+        inputs["dapo"] = f"{RESULTS}/dapo/fit_summary.csv"
+    return inputs
+
+
 def all_targets():
     targets = [
         f"{RESULTS}/theory/group_size_table.csv",
@@ -138,6 +165,11 @@ def all_targets():
     targets += expand(f"{RESULTS}/simulate/{{table}}/summary.csv", table=SIM_TABLES)
     targets += expand(f"{RESULTS}/figures/simulation_{{table}}.png", table=SIM_TABLES)
     targets += train_targets()
+    if POLICY_ENABLED:
+        targets += expand(f"{RESULTS}/figures/{{name}}.png", name=TRAINING_FIGURES)
+    if REAL_LENGTH_INPUTS:
+        targets.append(f"{RESULTS}/figures/real_lengths.png")
+    targets.append(f"{RESULTS}/summary.md")
     if DAPO_ENABLED:
         targets += [f"{RESULTS}/dapo/fit_summary.csv", f"{RESULTS}/figures/dapo_fit.png"]
     return targets

@@ -1,0 +1,192 @@
+"""Figures of the RL runs, drawn from the per-run tables gathered with `dial` and `seed` columns.
+
+Per-step curves are smoothed with a centred rolling mean (window in the caption) for legibility;
+the tables keep the raw values.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from grpo_dial.figures import theme
+
+TERM_LABELS = {
+    "mix": "mix (accuracy shift)",
+    "within_correct": "within correct",
+    "within_incorrect": "within incorrect",
+}
+TERM_COLORS = {"mix": "#7f7f7f", "within_correct": "#4f8f3a", "within_incorrect": "#c0504d"}
+SMOOTH = 9  # steps in the rolling mean of per-step curves
+
+
+def _smooth(df: pd.DataFrame, columns: list[str], by=("dial", "seed")) -> pd.DataFrame:
+    df = df.sort_values([*by, "step"]).copy()
+    for column in columns:
+        df[column] = df.groupby(list(by))[column].transform(
+            lambda s: s.rolling(SMOOTH, center=True, min_periods=1).mean()
+        )
+    return df
+
+
+def length_curves_figure(curves: pd.DataFrame) -> plt.Figure:
+    """Mean response length of correct and incorrect responses over training, one panel per dial;
+    the band is the spread over seeds."""
+    theme()
+    data = curves[curves["band"] == "all"]
+    data = _smooth(data, ["mean_len_correct", "mean_len_incorrect"])
+    long = data.melt(
+        id_vars=["dial", "seed", "step"],
+        value_vars=["mean_len_correct", "mean_len_incorrect"],
+        var_name="responses",
+        value_name="length",
+    )
+    long["responses"] = long["responses"].map(
+        {"mean_len_correct": "correct", "mean_len_incorrect": "incorrect"}
+    )
+    grid = sns.relplot(
+        data=long, x="step", y="length", hue="responses", col="dial", kind="line",
+        palette={"correct": "#4f8f3a", "incorrect": "#c0504d"}, errorbar=("pi", 100),
+        height=3.2, aspect=1.0, facet_kws={"sharey": True},
+    )  # fmt: skip
+    grid.set_axis_labels("training step", "mean response length (characters)")
+    grid.set_titles("{col_name}")
+    first = long[long["step"] <= long["step"].min() + SMOOTH]
+    last = long[long["step"] >= long["step"].max() - SMOOTH]
+    growth = (
+        last.groupby("responses")["length"].mean() - first.groupby("responses")["length"].mean()
+    )
+    grid.figure.suptitle(
+        f"Incorrect responses grow by {growth.get('incorrect', np.nan):+.1f} characters on "
+        f"average across dials, correct ones by {growth.get('correct', np.nan):+.1f}",
+        y=1.04,
+    )
+    return grid.figure
+
+
+def decomposition_figure(terms: pd.DataFrame) -> plt.Figure:
+    """The three-term split of the length change per run, stacked (positive up, negative down),
+    with the total and its bootstrap interval."""
+    theme()
+    rows = terms[terms["kind"] == "term"]
+    runs = rows[["dial", "seed"]].drop_duplicates().sort_values(["dial", "seed"])
+    labels = [f"{d}\nseed {s}" for d, s in zip(runs["dial"], runs["seed"], strict=True)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(runs) + 2), 4.4))
+    x = np.arange(len(runs))
+    pos, neg = np.zeros(len(runs)), np.zeros(len(runs))
+    for term, color in TERM_COLORS.items():
+        values = np.array([
+            rows[(rows["dial"] == d) & (rows["seed"] == s) & (rows["quantity"] == term)]["value"]
+            .iloc[0] for d, s in zip(runs["dial"], runs["seed"], strict=True)
+        ])  # fmt: skip
+        bottom = np.where(values >= 0, pos, neg)
+        ax.bar(x, values, bottom=bottom, color=color, label=TERM_LABELS[term], width=0.7)
+        pos, neg = pos + np.clip(values, 0, None), neg + np.clip(values, None, 0)
+    total = [
+        rows[(rows["dial"] == d) & (rows["seed"] == s) & (rows["quantity"] == "total")].iloc[0]
+        for d, s in zip(runs["dial"], runs["seed"], strict=True)
+    ]
+    value = np.array([t["value"] for t in total])
+    err = np.array([[t["value"] - t["lo"] for t in total], [t["hi"] - t["value"] for t in total]])
+    ax.errorbar(x, value, yerr=err, fmt="D", color="black", ms=5, capsize=3, label="total (90% CI)")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("change in mean length, last vs first window (characters)")
+    ax.legend(frameon=False, fontsize=8, ncol=2)
+    incorrect = rows[rows["quantity"] == "within_incorrect"]
+    share = incorrect["share"].median()
+    fig.suptitle(
+        f"Most of the length change sits in incorrect responses (median share {share:.0%})"
+        if share > 0.5 else
+        f"Incorrect responses carry a median {share:.0%} of the length change",
+        fontsize=11,
+    )  # fmt: skip
+    return fig
+
+
+def accuracy_length_figure(steps: pd.DataFrame) -> plt.Figure:
+    """Training accuracy against mean response length, a trajectory per run (smoothed)."""
+    theme()
+    data = _smooth(steps, ["accuracy", "mean_len"])
+    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    sns.lineplot(data=data, x="mean_len", y="accuracy", hue="dial", units="seed",
+                 estimator=None, sort=False, ax=ax, lw=1.4)  # fmt: skip
+    ends = data.sort_values("step").groupby(["dial", "seed"]).tail(1)
+    sns.scatterplot(data=ends, x="mean_len", y="accuracy", hue="dial", ax=ax, legend=False,
+                    marker="o", s=40)  # fmt: skip
+    ax.set(xlabel="mean response length (characters)", ylabel="training accuracy (sampled)")
+    ax.legend(title=None, frameon=False, fontsize=8)
+    corr = np.corrcoef(data["mean_len"], data["accuracy"])[0, 1]
+    fig.suptitle(f"Accuracy against length over training (correlation {corr:+.2f}; dot = end)",
+                 fontsize=11)  # fmt: skip
+    return fig
+
+
+def silent_figure(steps: pd.DataFrame) -> plt.Figure:
+    """Silent fraction over training, split into all-correct and all-wrong groups, against the
+    closed form E[p^G + (1-p)^G] from the base policy's pass rates of the same step's prompts."""
+    theme()
+    data = _smooth(steps, ["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"])
+    long = data.melt(
+        id_vars=["dial", "seed", "step"],
+        value_vars=["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"],
+        var_name="kind", value_name="fraction",
+    )  # fmt: skip
+    long["kind"] = long["kind"].map({
+        "all_correct_fraction": "all correct (measured)",
+        "all_wrong_fraction": "all wrong (measured)",
+        "expected_silent_base": "silent, closed form at base pass rates",
+    })  # fmt: skip
+    grid = sns.relplot(
+        data=long, x="step", y="fraction", hue="kind", col="dial", kind="line", height=3.2,
+        palette=["#1f4e79", "#c0504d", "#7f7f7f"], errorbar=("pi", 100),
+    )  # fmt: skip
+    grid.set_axis_labels("training step", "fraction of groups")
+    grid.set_titles("{col_name}")
+    last = steps[steps["step"] > steps["step"].max() * 0.9]
+    grid.figure.suptitle(
+        f"Training turns groups unanimous: in the last 10% of steps "
+        f"{last['all_correct_fraction'].mean():.0%} are all correct and "
+        f"{last['all_wrong_fraction'].mean():.0%} all wrong "
+        f"(closed form at the base pass rates: {last['expected_silent_base'].mean():.0%} silent)",
+        y=1.04,
+    )
+    return grid.figure
+
+
+def identity_figure(identity: pd.DataFrame) -> plt.Figure:
+    """The identity measured on the real model: sequence-level relative residual, and how far the
+    dial's token-level aggregation moves the update (cosine to the sequence-level update)."""
+    theme()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
+    if identity.empty:  # every probed batch was silent: say so instead of drawing nothing
+        for ax in axes:
+            ax.text(0.5, 0.5, "no informative group was probed", ha="center", va="center")
+            ax.set_axis_off()
+        fig.suptitle("The identity could not be measured: every probed group was silent")
+        return fig
+    sns.stripplot(data=identity, x="dial", y="seq_relative_residual", ax=axes[0], size=4,
+                  color="#1f4e79")  # fmt: skip
+    axes[0].set(
+        yscale="log",
+        xlabel="",
+        ylabel=r"$\|\frac{1}{G}\sum A_i s_i - \sigma^{2-\alpha}(s^+-s^-)\| / \|\cdot\|$",
+    )
+    axes[0].set_title("sequence level: the identity holds", fontsize=10)
+    sns.stripplot(data=identity, x="dial", y="token_cosine", ax=axes[1], size=4,
+                  color="#c0504d")  # fmt: skip
+    axes[1].set(xlabel="", ylabel="cosine(token-level update, sequence-level update)")
+    axes[1].set_title("token level: what the aggregation changes", fontsize=10)
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=20)
+    worst = identity.groupby("dial")["token_cosine"].mean().idxmin()
+    fig.suptitle(
+        f"Identity residual at most {identity['seq_relative_residual'].max():.0e}; the token "
+        f"aggregation moves the update most under {worst} "
+        f"(mean cosine {identity.groupby('dial')['token_cosine'].mean().min():.3f})",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,151 @@
+RUNS = [[dial, seed] for dial in config["dials"] for seed in config["train"]["seeds"]]
+
+
+def run_files(name):
+    """One file per (dial, seed) run, in the order of RUNS."""
+    return [f"{RESULTS}/train/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
+
+
+def decomposition_files(name):
+    return [f"{RESULTS}/decompose/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
+
+
+rule decompose_length:
+    """Mix / within-correct / within-incorrect split of one run's length change, with intervals."""
+    input:
+        responses=f"{RESULTS}/train/{{dial}}/seed{{seed}}/responses.parquet",
+        passrates=f"{RESULTS}/passrates/{POLICY_TABLE}.parquet",
+    output:
+        terms=f"{RESULTS}/decompose/{{dial}}/seed{{seed}}/terms.csv",
+        curves=f"{RESULTS}/decompose/{{dial}}/seed{{seed}}/curves.parquet",
+    log:
+        f"{RESULTS}/logs/decompose/{{dial}}/seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/decompose/{{dial}}/seed{{seed}}.tsv"
+    params:
+        **config["decompose"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/decompose_length.py"
+
+
+rule training_summary:
+    """One row per dial and seed, and the gathered tables every training figure is drawn from."""
+    input:
+        steps=run_files("steps.parquet"),
+        responses=run_files("responses.parquet"),
+        mass=run_files("mass.parquet"),
+        evals=run_files("evals.parquet"),
+        identity=run_files("identity.parquet"),
+        terms=decomposition_files("terms.csv"),
+        curves=decomposition_files("curves.parquet"),
+        passrates=f"{RESULTS}/passrates/{POLICY_TABLE}.parquet",
+    output:
+        summary=report(
+            f"{RESULTS}/decompose/summary.csv", caption="../report/training_summary.rst",
+            category="Length by correctness",
+        ),
+        steps=f"{RESULTS}/decompose/all_steps.parquet",
+        terms=f"{RESULTS}/decompose/all_terms.csv",
+        curves=f"{RESULTS}/decompose/all_curves.parquet",
+        identity=f"{RESULTS}/decompose/all_identity.parquet",
+        evals=f"{RESULTS}/decompose/all_evals.parquet",
+    log:
+        f"{RESULTS}/logs/decompose/training_summary.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/decompose/training_summary.tsv"
+    params:
+        runs=RUNS,
+        prompts_per_step=config["train"]["prompts_per_step"],
+        group_size=config["train"]["group_size"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/training_summary.py"
+
+
+rule training_figures:
+    """Length curves, decomposition, accuracy vs length, silent fraction, identity on the model."""
+    input:
+        steps=f"{RESULTS}/decompose/all_steps.parquet",
+        terms=f"{RESULTS}/decompose/all_terms.csv",
+        curves=f"{RESULTS}/decompose/all_curves.parquet",
+        identity=f"{RESULTS}/decompose/all_identity.parquet",
+    output:
+        **{
+            f"{name}_png": report(
+                f"{RESULTS}/figures/{name}.png", caption=f"../report/{name}.rst",
+                category="Length by correctness",
+            )
+            for name in TRAINING_FIGURES
+        },
+        **{f"{name}_pdf": f"{RESULTS}/figures/{name}.pdf" for name in TRAINING_FIGURES},
+    log:
+        f"{RESULTS}/logs/figures/training_figures.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures/training_figures.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/training_figures.py"
+
+
+rule real_lengths:
+    """Length of correct against incorrect responses in logged real model outputs."""
+    input:
+        **REAL_LENGTH_INPUTS,
+    output:
+        responses=f"{RESULTS}/real_lengths/responses.parquet",
+        by_correctness=report(
+            f"{RESULTS}/real_lengths/by_correctness.csv", caption="../report/real_lengths_table.rst",
+            category="Real responses",
+        ),
+    log:
+        f"{RESULTS}/logs/real_lengths/real_lengths.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/real_lengths/real_lengths.tsv"
+    params:
+        tokenizer=config["real_lengths"]["tokenizer"],
+        n_boot=config["real_lengths"]["n_boot"],
+        seed=config["real_lengths"]["seed"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/real_lengths.py"
+
+
+rule real_lengths_figure:
+    """Correct against incorrect response length by difficulty, per source."""
+    input:
+        by_correctness=f"{RESULTS}/real_lengths/by_correctness.csv",
+    output:
+        figure_png=report(
+            f"{RESULTS}/figures/real_lengths.png", caption="../report/real_lengths.rst",
+            category="Real responses",
+        ),
+        figure_pdf=f"{RESULTS}/figures/real_lengths.pdf",
+    log:
+        f"{RESULTS}/logs/figures/real_lengths.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures/real_lengths.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/real_lengths_figure.py"
+
+
+rule summary:
+    """results/summary.md: the run's key numbers in sentences, generated from the tables."""
+    input:
+        unpack(summary_inputs),
+    output:
+        summary=report(f"{RESULTS}/summary.md", caption="../report/summary.rst", category="Summary"),
+    log:
+        f"{RESULTS}/logs/summary.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summary.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/summary_markdown.py"
