@@ -125,6 +125,18 @@ def passrate_spec(wildcards):
 
 
 # ------------------------------------------------------------------ length by correctness
+RUNS = [[dial, seed] for dial in config["dials"] for seed in config["train"]["seeds"]]
+
+
+def run_files(name):
+    """One file per (dial, seed) run, in the order of RUNS."""
+    return [f"{RESULTS}/train/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
+
+
+def decomposition_files(name):
+    return [f"{RESULTS}/decompose/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
+
+
 TRAINING_FIGURES = [
     "length_curves", "decomposition", "accuracy_length", "silent_training", "identity_training"
 ]

@@ -1,15 +1,3 @@
-RUNS = [[dial, seed] for dial in config["dials"] for seed in config["train"]["seeds"]]
-
-
-def run_files(name):
-    """One file per (dial, seed) run, in the order of RUNS."""
-    return [f"{RESULTS}/train/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
-
-
-def decomposition_files(name):
-    return [f"{RESULTS}/decompose/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
-
-
 rule decompose_length:
     """Mix / within-correct / within-incorrect split of one run's length change, with intervals."""
     input:
