@@ -4,7 +4,9 @@ rule dapo_consistency:
         curve=DAPO["curve"],
         table=f"{RESULTS}/passrates/{DAPO['table']}.parquet",
     output:
-        summary=f"{RESULTS}/dapo/fit_summary.csv",
+        summary=report(
+            f"{RESULTS}/dapo/fit_summary.csv", caption="../report/dapo_summary.rst", category="DAPO"
+        ),
         curve=f"{RESULTS}/dapo/fit_curve.csv",
     log:
         f"{RESULTS}/logs/dapo/dapo_consistency.log",

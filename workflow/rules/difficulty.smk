@@ -9,7 +9,10 @@ rule difficulty_analysis:
         recommended_g=f"{RESULTS}/difficulty/{{table}}/recommended_group_size.parquet",
         allocation=f"{RESULTS}/difficulty/{{table}}/allocation.csv",
         allocation_bands=f"{RESULTS}/difficulty/{{table}}/allocation_bands.csv",
-        summary=f"{RESULTS}/difficulty/{{table}}/summary.csv",
+        summary=report(
+            f"{RESULTS}/difficulty/{{table}}/summary.csv", caption="../report/difficulty_summary.rst",
+            category="Difficulty", labels={"table": "{table}", "kind": "summary"},
+        ),
     log:
         f"{RESULTS}/logs/difficulty/{{table}}.log",
     benchmark:

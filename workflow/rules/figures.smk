@@ -41,7 +41,7 @@ rule difficulty_figure:
             f"{FIG}/difficulty_{{table}}.png",
             caption="../report/difficulty.rst",
             category="Difficulty",
-            labels={"table": "{table}"},
+            labels={"table": "{table}", "kind": "figure"},
         ),
         figure_pdf=f"{FIG}/difficulty_{{table}}.pdf",
     log:
@@ -65,7 +65,7 @@ rule simulation_figure:
             f"{FIG}/simulation_{{table}}.png",
             caption="../report/simulation.rst",
             category="Simulation",
-            labels={"table": "{table}"},
+            labels={"table": "{table}", "kind": "figure"},
         ),
         figure_pdf=f"{FIG}/simulation_{{table}}.pdf",
     log:

@@ -5,7 +5,10 @@ rule simulate:
     output:
         steps=f"{RESULTS}/simulate/{{table}}/steps.parquet",
         prompts=f"{RESULTS}/simulate/{{table}}/prompts.parquet",
-        summary=f"{RESULTS}/simulate/{{table}}/summary.csv",
+        summary=report(
+            f"{RESULTS}/simulate/{{table}}/summary.csv", caption="../report/simulation_summary.rst",
+            category="Simulation", labels={"table": "{table}", "kind": "summary"},
+        ),
     log:
         f"{RESULTS}/logs/simulate/{{table}}.log",
     benchmark:

@@ -1,7 +1,10 @@
 rule theory_tables:
     """Closed forms: group size for fidelity, fidelity and silent-rate grid, difficulty weights."""
     output:
-        group_size=f"{RESULTS}/theory/group_size_table.csv",
+        group_size=report(
+            f"{RESULTS}/theory/group_size_table.csv", caption="../report/group_size_table.rst",
+            category="Theory",
+        ),
         grid=f"{RESULTS}/theory/fidelity_grid.csv",
         weights=f"{RESULTS}/theory/difficulty_weight.csv",
         silent_group_size=f"{RESULTS}/theory/group_size_for_silent_rate.csv",
