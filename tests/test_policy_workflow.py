@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -59,6 +60,14 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     for dial in config["dials"]:
         assert f"**{dial}**" in text
     assert "within incorrect responses" in text
+    lr = pd.read_csv(results / "train" / "dr_grpo" / "lr_calibration.csv")
+    assert np.isfinite(lr["update_norm"].iloc[0]) and lr["update_norm"].iloc[0] >= 0
+
+    # the report: every figure and summary table with its caption, in one HTML file
+    report = snakemake(tmp_path, config, "--report", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    html = (tmp_path / "report.html").read_text(errors="replace")
+    assert "decomposition.png" in html and "split exactly" in html
 
     # change one arm: only its training job and what depends on it rerun
     config["dials"]["dr_grpo"]["eps"] = 1e-4
@@ -66,6 +75,7 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     assert plan.returncode == 0, plan.stderr[-2000:]
     jobs = planned_jobs(plan.stdout)
     assert jobs.pop("train") == 1 and jobs.pop("decompose_length") == 1, jobs
+    assert jobs.pop("calibrate_lr", 0) <= 1, jobs  # only this arm's calibration
     # what depends on every run (the cross-run summary and its figures) follows; nothing else
     assert set(jobs) <= {"training_summary", "training_figures", "summary", "all"}, jobs
     assert "results/train/dr_grpo/seed0" in plan.stdout.replace(str(tmp_path) + "/", "")

@@ -141,7 +141,13 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
     if "calibration" in input:
         arm = float(read_table(input["calibration"])["update_norm"].iloc[0])
         reference = float(read_table(input["reference"])["update_norm"].iloc[0])
-        scale = lr_match_factor(reference, arm)
+        if reference > 0 and arm > 0:
+            scale = lr_match_factor(reference, arm)
+        else:  # a calibration batch of silent groups carries no step to match
+            log.warning(
+                "learning-rate matching skipped: a calibration update norm is 0 "
+                "(every calibration group silent); lr is not scaled"
+            )
         log.info(
             "learning-rate matching: factor %.4g (reference %.4g, arm %.4g)", scale, reference, arm
         )

@@ -177,7 +177,7 @@ def identity_figure(identity: pd.DataFrame) -> plt.Figure:
     axes[0].set_title("sequence level: the identity holds", fontsize=10)
     sns.stripplot(data=identity, x="dial", y="token_cosine", ax=axes[1], size=4,
                   color="#c0504d")  # fmt: skip
-    axes[1].set(xlabel="", ylabel="cosine(token-level update, sequence-level update)")
+    axes[1].set(xlabel="", ylabel="cosine to the sequence-level update")
     axes[1].set_title("token level: what the aggregation changes", fontsize=10)
     for ax in axes:
         ax.tick_params(axis="x", rotation=20)
@@ -188,5 +188,5 @@ def identity_figure(identity: pd.DataFrame) -> plt.Figure:
         f"(mean cosine {identity.groupby('dial')['token_cosine'].mean().min():.3f})",
         fontsize=11,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
