@@ -77,6 +77,25 @@ def stage(args: argparse.Namespace) -> None:
     getattr(stages, args.name)(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
 
 
+def diagnose(args: argparse.Namespace) -> None:
+    """Import a logged run, print its key numbers, write tables and a figure to --out."""
+    from grpo_dial.external_stages import diagnose_directory
+
+    spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
+    for key in ("reward_column", "correct_column", "tokenizer"):
+        if getattr(args, key) is not None:
+            spec[key] = getattr(args, key)
+    if args.columns:
+        spec["columns"] = _pairs(args.columns, "columns")
+    out = Path(args.out or Path(args.directory) / "grpo-dial")
+    params = {"window_fraction": args.window, "n_boot": args.n_boot, "seed": 0, "fidelity": 0.9}
+    summary = diagnose_directory(spec, out, params)
+    width = max(len(m) for m in summary["metric"])
+    for metric, value in zip(summary["metric"], summary["value"], strict=True):
+        print(f"{metric:<{width}}  {value:.4g}")
+    print(f"tables and diagnosis.png written to {out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,6 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
     p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps")
     p_plan.add_argument("--group-size", type=int, default=8, help="G to report silent rate at")
     p_plan.set_defaults(func=plan)
+    p_diag = sub.add_parser(
+        "diagnose", help="quick look at a run logged by TRL, verl or any trainer"
+    )
+    p_diag.add_argument(
+        "directory", help="TRL output_dir, verl rollout_data_dir, or a generic file"
+    )
+    p_diag.add_argument("--format", choices=("trl", "verl", "generic"), required=True)
+    p_diag.add_argument(
+        "--out", help="where tables and the figure go (default DIRECTORY/grpo-dial)"
+    )
+    p_diag.add_argument("--reward-column", help="the logged reward column (default: auto / score)")
+    p_diag.add_argument("--threshold", type=float, default=0.0, help="correct iff reward > this")
+    p_diag.add_argument("--correct-column", help="a column stating correctness directly")
+    p_diag.add_argument(
+        "--columns",
+        nargs="*",
+        metavar="OURS=THEIRS",
+        help="generic format: step=, prompt=, response=, reward= column names",
+    )
+    p_diag.add_argument("--tokenizer", help="local tokenizer path: lengths in tokens")
+    p_diag.add_argument("--window", type=float, default=0.1, help="first/last fraction of steps")
+    p_diag.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates")
+    p_diag.set_defaults(func=diagnose)
     p_stage = sub.add_parser("stage", help="run one pipeline stage outside Snakemake")
     p_stage.add_argument("name", choices=STAGES)
     p_stage.add_argument("--input", nargs="*", default=[], metavar="NAME=PATH")

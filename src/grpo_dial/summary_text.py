@@ -106,6 +106,12 @@ def _dapo(t: pd.DataFrame) -> list[str]:
     return ["## DAPO consistency", "", text, ""]
 
 
+def _external(name: str, t: pd.DataFrame) -> list[str]:
+    v = t.set_index("metric")["value"]
+    pairs = ", ".join(f"{metric} {value:.3g}" for metric, value in v.items())
+    return [f"## Imported run {name}", "", pairs + ".", ""]
+
+
 SECTIONS = {
     "training": _training,
     "difficulty": _difficulty,
@@ -123,6 +129,9 @@ def summary_markdown(tables: Mapping[str, pd.DataFrame]) -> str:
     for name, section in SECTIONS.items():
         if name in tables and len(tables[name]):
             lines += section(tables[name])
+    for name, table in tables.items():
+        if name.startswith("external_") and len(table):
+            lines += _external(name.removeprefix("external_"), table)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -75,6 +75,7 @@ wildcard_constraints:
     table="|".join(re.escape(name) for name in [*config["passrate_tables"], POLICY_TABLE]),
     dial="|".join(re.escape(name) for name in config["dials"]) or "NONE",
     seed=r"\d+",
+    run="|".join(re.escape(name) for name in config["runs"]) or "NONE",
 
 CONFIGURED_TABLE_PATTERN = "|".join(re.escape(name) for name in config["passrate_tables"]) or "NONE"
 
@@ -148,6 +149,19 @@ REAL_LENGTH_INPUTS = {
 }
 
 
+# ------------------------------------------------------------------ external runs
+RUNS_EXTERNAL = [
+    name for name, spec in config["runs"].items() if _available(spec["path"], spec["optional"])
+]
+
+
+def run_spec(wildcards):
+    """The importer's spec of one external run (`optional` is workflow-only)."""
+    spec = dict(config["runs"][wildcards.run])
+    spec.pop("optional", None)
+    return spec
+
+
 def summary_inputs(wildcards):
     """Every table the summary speaks about that this configuration produces."""
     inputs = {"group_size": f"{RESULTS}/theory/group_size_table.csv"}
@@ -160,6 +174,8 @@ def summary_inputs(wildcards):
         inputs["real_lengths"] = f"{RESULTS}/real_lengths/by_correctness.csv"
     if DAPO_ENABLED:
         inputs["dapo"] = f"{RESULTS}/dapo/fit_summary.csv"
+    for run in RUNS_EXTERNAL:
+        inputs[f"external_{run}"] = f"{RESULTS}/external/{run}/summary.csv"
     return inputs
 
 
@@ -181,6 +197,7 @@ def all_targets():
         targets += expand(f"{RESULTS}/figures/{{name}}.png", name=TRAINING_FIGURES)
     if REAL_LENGTH_INPUTS:
         targets.append(f"{RESULTS}/figures/real_lengths.png")
+    targets += expand(f"{RESULTS}/figures/external_{{run}}.png", run=RUNS_EXTERNAL)
     targets.append(f"{RESULTS}/summary.md")
     if DAPO_ENABLED:
         targets += [f"{RESULTS}/dapo/fit_summary.csv", f"{RESULTS}/figures/dapo_fit.png"]
