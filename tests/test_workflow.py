@@ -12,6 +12,8 @@ import pytest
 import yaml
 from conftest import REPO, SHARED_DATA
 
+from grpo_dial.cli import STAGES
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PAPER_GROUP_SIZES = {
     (p, fidelity): cell
@@ -23,18 +25,7 @@ PAPER_GROUP_SIZES = {
     }.items()
     for fidelity, cell in zip((0.9, 0.95, 0.99), row, strict=True)
 }
-ANALYSIS_RULES = {
-    "passrates",
-    "theory_tables",
-    "identity_check",
-    "difficulty_analysis",
-    "simulate",
-    "dapo_consistency",
-    "theory_figures",
-    "difficulty_figure",
-    "simulation_figure",
-    "dapo_figure",
-}
+ANALYSIS_RULES = set(STAGES)  # every analysis stage is one rule
 
 
 def tiny_config(results: Path) -> dict:

@@ -246,11 +246,12 @@ def bootstrap_terms(
     return pd.DataFrame({q: t[q] for q in TERMS + STATS if q != "n_prompts"})
 
 
-def _percentiles(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Columnwise percentile interval over the non-NaN replicates of x (B, Q)."""
+def percentile_interval(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Columnwise percentile interval over the non-NaN replicates of x (B, Q); an all-NaN
+    column gives NaN."""
     q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column -> NaN, on purpose
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN column -> NaN, on purpose
         lo, hi = np.nanpercentile(x, q, axis=0)  # (Q,) each
     return lo, hi
 
@@ -281,12 +282,12 @@ def decompose_with_intervals(
     boot = _terms(counts @ sums)  # (B,) each
     names = [q for q in TERMS + STATS if q != "n_prompts"]
     reps = np.stack([boot[q] for q in names], axis=1)  # (B, Q)
-    lo, hi = _percentiles(reps, level)
+    lo, hi = percentile_interval(reps, level)
     with np.errstate(invalid="ignore", divide="ignore"):
         share_reps = np.where(
             boot["total"][:, None] != 0, reps[:, : len(TERMS)] / boot["total"][:, None], np.nan
         )  # (B, terms)
-    s_lo, s_hi = _percentiles(share_reps, level)
+    s_lo, s_hi = percentile_interval(share_reps, level)
     total = float(point["total"][0])
     rows = []
     for j, q in enumerate(names):

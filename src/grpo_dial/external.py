@@ -22,11 +22,10 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.special import comb
 
 from grpo_dial.decompose import windows
 from grpo_dial.passrates import PASSRATE_COLUMNS, validate_passrates
-from grpo_dial.theory import silent_rate_split
+from grpo_dial.theory import silent_rate_split, silent_rate_without_replacement_split
 
 SILENT_COLUMNS = (
     "step", "n_groups", "silent_fraction", "all_correct_fraction", "all_wrong_fraction",
@@ -89,9 +88,8 @@ def silent_by_step(responses: pd.DataFrame) -> pd.DataFrame:
     all_correct, all_wrong = silent_rate_split(g["p"].to_numpy(), G)  # (N_groups,) each
     # p^G from the run's own n responses of the prompt is biased upwards when n is small (a prompt
     # seen once in a silent group has p_hat 0 or 1); C(c, G) / C(n, G) is its unbiased estimate.
-    c, n = g["c"].to_numpy(), g["n"].to_numpy()  # (N_groups,)
-    unbiased_correct = comb(c, G) / comb(n, G)  # (N_groups,)
-    unbiased_wrong = comb(n - c, G) / comb(n, G)  # (N_groups,)
+    c, n = g["c"].to_numpy(np.int64), g["n"].to_numpy(np.int64)  # (N_groups,)
+    unbiased_correct, unbiased_wrong = silent_rate_without_replacement_split(c, n, G)
     per_group = pd.DataFrame(
         {
             "step": g["step"].to_numpy(),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from grpo_dial.decompose import percentile_interval
 
 MATH_COT = "math_cot_100"
 GSM8K = "gsm8k"
@@ -113,6 +114,13 @@ def _table(rows: dict[str, list], tokenizer: Any | None, texts: list[str]) -> pd
     return df
 
 
+def _append(rows: dict[str, list], texts: list[str], values: tuple, text: str) -> None:
+    """One response row: the identifying values, then its length in characters."""
+    for col, v in zip(RESPONSE_COLUMNS, (*values, len(text)), strict=True):
+        rows[col].append(v)
+    texts.append(text)
+
+
 def load_math_cot_responses(path: str | Path, tokenizer: Any | None = None) -> Loaded:
     """math_cot_100.jsonl -> one row per sampled response (8 per problem); problem_id =
     "math_cot_100:<line>". A row is skipped (and reported) when it is not JSON, lacks `level`,
@@ -143,13 +151,8 @@ def load_math_cot_responses(path: str | Path, tokenizer: Any | None = None) -> L
             skipped.append(f"line {lineno}: {type(err).__name__}: {err}")
             continue
         for text, ok in zip(resp, score, strict=True):
-            for col, v in zip(
-                RESPONSE_COLUMNS,
-                (MATH_COT, f"{MATH_COT}:{lineno}", f"level {n}", MATH_COT_MODEL, ok, len(text)),
-                strict=True,
-            ):
-                rows[col].append(v)
-            texts.append(text)
+            _append(rows, texts, (MATH_COT, f"{MATH_COT}:{lineno}", f"level {n}",
+                                  MATH_COT_MODEL, ok), text)  # fmt: skip
     return Loaded(_table(rows, tokenizer, texts), len(lines) - len(skipped), tuple(skipped))
 
 
@@ -173,25 +176,11 @@ def load_gsm8k_responses(path: str | Path, tokenizer: Any | None = None) -> Load
             continue
         k = sum(ok for ok, _ in sols)
         for m, (ok, text) in zip(GSM8K_MODELS, sols, strict=True):
-            for col, v in zip(
-                RESPONSE_COLUMNS,
-                (GSM8K, f"{GSM8K}:{lineno}", f"k={k}", m, ok, len(text)),
-                strict=True,
-            ):
-                rows[col].append(v)
-            texts.append(text)
+            _append(rows, texts, (GSM8K, f"{GSM8K}:{lineno}", f"k={k}", m, ok), text)
     return Loaded(_table(rows, tokenizer, texts), len(lines) - len(skipped), tuple(skipped))
 
 
 # --------------------------------------------------------------------------- the comparison
-
-
-def _percentiles(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a group without one class -> NaN
-        lo, hi = np.nanpercentile(x, q, axis=0)  # (G,) each
-    return lo, hi
 
 
 def _stratified_counts(group_of: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
@@ -270,7 +259,7 @@ def length_by_correctness(
                 ("ratio", m_w / m_c, b_w / b_c),
                 ("diff", m_w - m_c, b_w - b_c),
             ):
-                lo, hi = _percentiles(np.where(np.isfinite(reps), reps, np.nan), level)
+                lo, hi = percentile_interval(np.where(np.isfinite(reps), reps, np.nan), level)
                 out[f"{stat}{name}"] = point
                 out[f"{stat}{name}_lo"] = np.where(has_ci & np.isfinite(point), lo, math.nan)
                 out[f"{stat}{name}_hi"] = np.where(has_ci & np.isfinite(point), hi, math.nan)

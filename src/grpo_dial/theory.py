@@ -103,18 +103,27 @@ def _log_comb_ratio(a: np.ndarray, n: np.ndarray, G: np.ndarray) -> np.ndarray:
     return np.where(ok, out, -np.inf)
 
 
-def silent_rate_without_replacement(c: ArrayLike, n: ArrayLike, G: ArrayLike) -> np.ndarray:
-    """Silent rate of G drawn without replacement from n logged rollouts, c of them correct.
-
-    Exact hypergeometric: [C(c,G) + C(n-c,G)] / C(n,G), computed with log-gamma (stable for n in the
-    thousands, relative error ~1e-13).
-    """
+def silent_rate_without_replacement_split(
+    c: ArrayLike, n: ArrayLike, G: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
+    """(all correct, all wrong) rates of G drawn without replacement from n rollouts, c correct:
+    C(c,G) / C(n,G) and C(n-c,G) / C(n,G), with log-gamma (relative error ~1e-13). Also the
+    unbiased estimates of p^G and (1-p)^G from c successes in n Bernoulli(p) trials."""
     c, n, G = np.broadcast_arrays(_int(c, "c", lo=0), _int(n, "n"), _int(G, "G"))
     if (c > n).any():
         raise ValueError("c (correct rollouts) must not exceed n (logged rollouts)")
     if (G > n).any():
         raise ValueError("G must not exceed n: cannot draw more rollouts than were logged")
-    return np.exp(_log_comb_ratio(c, n, G)) + np.exp(_log_comb_ratio(n - c, n, G))
+    return np.exp(_log_comb_ratio(c, n, G)), np.exp(_log_comb_ratio(n - c, n, G))
+
+
+def silent_rate_without_replacement(c: ArrayLike, n: ArrayLike, G: ArrayLike) -> np.ndarray:
+    """Silent rate of G drawn without replacement from n logged rollouts, c of them correct.
+
+    Exact hypergeometric: [C(c,G) + C(n-c,G)] / C(n,G) (the sum of the split above).
+    """
+    all_correct, all_wrong = silent_rate_without_replacement_split(c, n, G)
+    return all_correct + all_wrong
 
 
 def _expected_sigma(p: np.ndarray, G: np.ndarray) -> np.ndarray:
