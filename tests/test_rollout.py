@@ -134,6 +134,15 @@ def test_singleton_groups(model, tok):
     assert r.response_ids.shape[0] == 3
 
 
+def test_per_problem_group_sizes_are_problem_major(model, tok):
+    r = _sample(model, tok, g=[2, 1, 3], max_new=6, seed=4)
+    assert r.group_ids.tolist() == [0, 0, 1, 2, 2, 2]
+    assert [p.prompt_id for p in r.problems] == ["p0", "p0", "p1", "p2", "p2", "p2"]
+    uniform = _sample(model, tok, g=[4, 4, 4], max_new=6, seed=5)
+    same = _sample(model, tok, g=4, max_new=6, seed=5)
+    assert uniform.texts == same.texts and torch.equal(uniform.group_ids, same.group_ids)
+
+
 def test_left_padding_does_not_change_logprobs(model, tok):
     short = _problems(["7="])
     alone = _sample(model, tok, problems=short, g=1, max_new=8, temperature=0.0)
@@ -195,6 +204,10 @@ def test_prompt_texts_override_and_model_mode_restored(model, tok):
 def test_bad_arguments(model, tok):
     with pytest.raises(ValueError, match="group_size"):
         generate_groups(model, tok, _problems(), 0, 5)
+    with pytest.raises(ValueError, match="group_size"):
+        generate_groups(model, tok, _problems(), [2, 0, 1], 5)
+    with pytest.raises(ValueError, match="3 problems"):
+        generate_groups(model, tok, _problems(), [2, 2], 5)
     with pytest.raises(ValueError, match="max_new_tokens"):
         generate_groups(model, tok, _problems(), 2, 0)
     with pytest.raises(ValueError, match="temperature"):

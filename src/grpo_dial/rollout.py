@@ -14,6 +14,7 @@ give the same rollouts (on the same device and thread count).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -129,7 +130,7 @@ def generate_groups(
     model: torch.nn.Module,
     tokenizer,
     problems: list[Problem],
-    group_size: int,
+    group_size: int | Sequence[int],
     max_new_tokens: int,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
@@ -137,14 +138,17 @@ def generate_groups(
 ) -> Rollouts:
     """G = group_size responses per problem, sampled with a KV cache.
 
-    Row i = j G + g is sample g of problem j. `prompt_texts` replaces the problems' prompt text
+    group_size is one G for every problem or one G_j >= 1 per problem (adaptive allocation); rows
+    are problem-major: problem j's G_j samples are consecutive and share group id j (with one G,
+    row i = j G + g is sample g of problem j). `prompt_texts` replaces the problems' prompt text
     (e.g. a chat template applied by the caller). One prefill over the left-padded prompts, then
     one token per step; a finished row keeps emitting pad (masked); the loop stops when all rows
     are finished. temperature 0 is greedy. Random draws use only `generator` (None: torch's global
     RNG), which must live on the model's device.
     """
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
+    if not problems:
+        raise ValueError("generate_groups needs at least one problem")
+    counts = _group_counts(group_size, len(problems))  # (M,) long
     if (
         isinstance(max_new_tokens, bool)
         or not isinstance(max_new_tokens, int)
@@ -153,8 +157,6 @@ def generate_groups(
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature!r}")
-    if not problems:
-        raise ValueError("generate_groups needs at least one problem")
     texts = [p.prompt for p in problems] if prompt_texts is None else list(prompt_texts)
     if len(texts) != len(problems):
         raise ValueError(f"{len(texts)} prompt_texts for {len(problems)} problems")
@@ -172,8 +174,8 @@ def generate_groups(
         if ids:
             prompt[j, width - len(ids) :] = torch.tensor(ids)
             p_mask[j, width - len(ids) :] = 1
-    prompt = prompt.repeat_interleave(group_size, 0).to(device)  # (N, P)
-    p_mask = p_mask.repeat_interleave(group_size, 0).to(device)  # (N, P)
+    prompt = prompt.repeat_interleave(counts, 0).to(device)  # (N, P)
+    p_mask = p_mask.repeat_interleave(counts, 0).to(device)  # (N, P)
 
     was_training = model.training
     model.eval()
@@ -192,8 +194,8 @@ def generate_groups(
         [row[:k] for row, k in zip(rows, text_len, strict=True)], skip_special_tokens=False
     )
     return Rollouts(
-        problems=[p for p in problems for _ in range(group_size)],
-        group_ids=torch.arange(len(problems), device=device).repeat_interleave(group_size),
+        problems=[p for p, g in zip(problems, counts.tolist(), strict=True) for _ in range(g)],
+        group_ids=torch.arange(len(problems), device=device).repeat_interleave(counts.to(device)),
         prompt_ids=prompt,
         prompt_mask=p_mask,
         response_ids=out_ids,
@@ -202,6 +204,23 @@ def generate_groups(
         texts=decoded,
         pad_token_id=int(pad),
     )
+
+
+def _group_counts(group_size: int | Sequence[int], m: int) -> Tensor:
+    """(M,) long responses per problem from one G or a per-problem sequence; each >= 1."""
+    if isinstance(group_size, int) and not isinstance(group_size, bool):
+        if group_size < 1:
+            raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
+        return torch.full((m,), group_size, dtype=torch.long)
+    values = list(group_size) if isinstance(group_size, Sequence | Tensor) else None
+    if values is None or any(isinstance(g, bool) or int(g) != g or g < 1 for g in values):
+        raise ValueError(
+            f"group_size must be an integer >= 1 or one such integer per problem, "
+            f"got {group_size!r}"
+        )
+    if len(values) != m:
+        raise ValueError(f"{len(values)} group sizes for {m} problems")
+    return torch.tensor([int(g) for g in values], dtype=torch.long)
 
 
 def _decode(model, prompt, p_mask, max_new_tokens, temperature, generator, eos, pad):
