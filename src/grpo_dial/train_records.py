@@ -30,6 +30,9 @@ Tables (lengths in characters of the response text unless named `tokens`):
                group; work / redundant NaN where the task cannot split.
     evals      greedy held-out accuracy per difficulty label plus 'all', at step 0, every
                eval_every steps and the last.
+    allocation one row per prompt drawn (every round, sampled or not): the running pass-rate
+               estimate it was allocated on (before this step's update), whether it counted as
+               unanimous, and G, the responses it got (0: not sampled); band as in mass.
 """
 
 from __future__ import annotations
@@ -61,9 +64,12 @@ RESPONSE_COLUMNS = (
 EVAL_COLUMNS = (
     "step mode difficulty n accuracy mean_len mean_len_correct mean_len_incorrect".split()
 )
+ALLOCATION_COLUMNS = (
+    "step prompt_id band resample_round p_estimate unanimous G".split()
+)
 PASS_RATE_BANDS = ("never", "extreme", "medium", "other", "always")
 UNRATED = "unrated"  # a training prompt the pass-rate table does not list
-TABLES = ("steps", "mass", "responses", "evals", "identity")
+TABLES = ("steps", "mass", "responses", "evals", "identity", "allocation")
 
 Records = dict[str, list[dict[str, list]]]
 
@@ -290,3 +296,24 @@ def record_step(
         "trained": trained,
     }
     records["responses"].append(response_chunk(step, columns))
+
+
+def allocation_chunk(
+    step: int,
+    batch: Batch,
+    prompt_ids: list[str],
+    bands: dict[str, str],
+    estimate: np.ndarray,
+    unanimous: np.ndarray,
+) -> dict[str, list]:
+    """Rows of the allocation table for one step (estimate, unanimous: (J,) over the pool)."""
+    ids = [prompt_ids[i] for i in batch.drawn_index.tolist()]
+    return {
+        "step": [step] * len(ids),
+        "prompt_id": ids,
+        "band": [bands[i] for i in ids],
+        "resample_round": batch.drawn_rounds.tolist(),
+        "p_estimate": estimate[batch.drawn_index].tolist(),
+        "unanimous": unanimous[batch.drawn_index].tolist(),
+        "G": batch.drawn_sizes.tolist(),
+    }

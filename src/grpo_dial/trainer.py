@@ -35,7 +35,14 @@ from tqdm.auto import tqdm
 from grpo_dial import advantage, checkpoint
 from grpo_dial import train_records as rec
 from grpo_dial.advantage import Dial
+from grpo_dial.allocation import allocate_groups
 from grpo_dial.identity_probe import IDENTITY_COLUMNS, identity_probe
+from grpo_dial.passrate_tracker import (
+    tracker_estimate,
+    tracker_prior,
+    tracker_unanimous,
+    tracker_update,
+)
 from grpo_dial.rollout import response_logprobs
 from grpo_dial.tasks.base import Problem, Task
 from grpo_dial.train_config import TrainConfig
@@ -69,6 +76,7 @@ COLUMNS = {
     "responses": tuple(rec.RESPONSE_COLUMNS),
     "evals": tuple(rec.EVAL_COLUMNS),
     "identity": tuple(IDENTITY_COLUMNS),
+    "allocation": rec.ALLOCATION_COLUMNS,
 }
 OUTPUTS = (*rec.TABLES, "model")  # keys of train_run's `outputs`; "model" is a directory
 
@@ -76,13 +84,16 @@ OUTPUTS = (*rec.TABLES, "model")  # keys of train_run's `outputs`; "model" is a 
 # --------------------------------------------------------------------------- the run
 
 
-def _resume_key(config: TrainConfig, dial: Dial, pool, heldout, base: torch.nn.Module) -> dict:
+def _resume_key(
+    config: TrainConfig, dial: Dial, pool, heldout, base: torch.nn.Module, prior: tuple
+) -> dict:
     ids = "\n".join(p.prompt_id for p in [*pool, *heldout]).encode()
     return {
         "config": config.resume_key(),
         "dial": asdict(dial),
         "prompts": hashlib.sha1(ids).hexdigest(),
         "base_model": checkpoint.model_fingerprint(base),
+        "tracker_prior": hashlib.sha1(np.concatenate(prior).tobytes()).hexdigest(),
     }
 
 
@@ -119,6 +130,7 @@ class _Run:
     bands: dict[str, str]  # prompt_id -> difficulty band of the mass table
     vocab: tuple[str, ...]  # every band, in table order
     key: dict  # what a checkpoint must match to be resumed
+    tracker: tuple[np.ndarray, np.ndarray]  # running pass-rate counts (a, b) over the pool
     records: rec.Records = field(default_factory=rec.new_records)
     nonfinite: int = 0  # steps skipped for a non-finite loss or gradient so far
 
@@ -144,10 +156,22 @@ def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rat
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     rng, generator = sampling_rngs(config)
-    key = _resume_key(config, dial, pool, heldout, model)
+    prior = tracker_prior([p.prompt_id for p in pool], pass_rates, config.tracker_prior_strength)
+    key = _resume_key(config, dial, pool, heldout, model, prior)
     optimizer = make_optimizer(model, config)
     return _Run(
-        model, tokenizer, ref_model, optimizer, rng, generator, pool, heldout, bands, vocab, key
+        model,
+        tokenizer,
+        ref_model,
+        optimizer,
+        rng,
+        generator,
+        pool,
+        heldout,
+        bands,
+        vocab,
+        key,
+        prior,
     )
 
 
@@ -167,6 +191,7 @@ def _resume(run: _Run, path: Path, config: TrainConfig) -> int | None:
     run.optimizer.load_state_dict(state["optimizer"])
     checkpoint.restore_rng(state["rng"], run.rng, run.generator)
     run.records, run.nonfinite = state["records"], state["nonfinite_steps"]
+    run.tracker = tuple(t.numpy() for t in state["tracker"])
     log.info("resuming from %s after step %d of %d", path, state["step"], config.steps)
     return state["step"]
 
@@ -182,6 +207,7 @@ def _save(run: _Run, path: Path, step: int) -> None:
             "model": run.model.state_dict(),
             "optimizer": run.optimizer.state_dict(),
             "rng": checkpoint.capture_rng(run.rng, run.generator),
+            "tracker": [torch.from_numpy(t) for t in run.tracker],
         },
     )
 
@@ -189,8 +215,31 @@ def _save(run: _Run, path: Path, step: int) -> None:
 def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> UpdateResult:
     """One step: generate + score (DAPO refill inside), advantages, probe, loss + update."""
     t0 = time.perf_counter()
+    estimate, unanimous = tracker_estimate(*run.tracker), tracker_unanimous(*run.tracker)  # (J,)
+    allocate = None
+    if config.allocation != "uniform":
+
+        def allocate(index: np.ndarray) -> np.ndarray:
+            return allocate_groups(
+                estimate[index],
+                unanimous[index],
+                config.group_size,
+                allocation=config.allocation,
+                signal=config.allocation_signal,
+                g_min=config.g_min,
+                g_max=config.g_max,
+                unanimous_policy=config.unanimous,
+            )
+
     batch = sample_batch(
-        run.model, run.tokenizer, task, run.pool, dial, config, run.rng, run.generator
+        run.model, run.tokenizer, task, run.pool, dial, config, run.rng, run.generator, allocate
+    )
+    ids = [p.prompt_id for p in run.pool]
+    run.records["allocation"].append(
+        rec.allocation_chunk(step, batch, ids, run.bands, estimate, unanimous)
+    )
+    run.tracker = tracker_update(
+        *run.tracker, batch.pool_index, batch.rewards.numpy(), config.tracker_decay
     )
     adv = advantage.advantages(batch.rewards, batch.group_ids, dial)  # (N,)
     train = batch.rollouts.select(batch.trained)
