@@ -34,7 +34,35 @@ class TrainConfig:
     group_size: int = _opt(
         8,
         "G responses per prompt. Fidelity of the per-prompt signal is ~1 - 1/(8 G p(1-p)) "
-        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G.",
+        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With allocation 'adaptive' the "
+        "batch's budget is prompts_per_step x group_size responses.",
+    )
+    allocation: Literal["uniform", "adaptive"] = _opt(
+        "uniform",
+        "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
+        "the closed forms on running pass-rate estimates (grpo_dial.allocation).",
+    )
+    allocation_signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
+        "grpo",
+        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
+        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
+    )
+    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
+    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
+    unanimous: Literal["skip", "minimum"] = _opt(
+        "minimum",
+        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
+        "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
+    )
+    tracker_prior_strength: float = _opt(
+        8.0,
+        "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
+        "(at most the table's n).",
+    )
+    tracker_decay: float = _opt(
+        0.8,
+        "Running estimate: old counts are multiplied by this at each visit of the prompt "
+        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
     )
     lr: float = _opt(
         1e-4,
@@ -139,6 +167,22 @@ class TrainConfig:
             _int("micro_batch", self.micro_batch, 1)
         for name in ("lr", "lr_scale"):
             _real(name, getattr(self, name), 0.0, strict=True)
+        _int("g_min", self.g_min, 1)
+        _int("g_max", self.g_max, self.g_min)
+        _real("tracker_prior_strength", self.tracker_prior_strength, 0.0)
+        if not (_is_real(self.tracker_decay) and 0 < self.tracker_decay <= 1):
+            raise ValueError(f"tracker_decay must be in (0, 1], got {self.tracker_decay!r}")
+        choices = {
+            "allocation": ("uniform", "adaptive"),
+            "allocation_signal": ("grpo", "dr_grpo", "nonsilent"),
+            "unanimous": ("skip", "minimum"),
+        }
+        for name, options in choices.items():
+            if getattr(self, name) not in options:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} is not valid; choose one of "
+                    f"{', '.join(options)}"
+                )
         for name in ("weight_decay", "temperature", "kl_coef"):
             _real(name, getattr(self, name), 0.0)
         if self.grad_clip is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -68,6 +68,10 @@ class Batch:
     rounds: Tensor  # (N,) long: 0 = first sampling, r = r-th refill
     trained: Tensor  # (N,) bool: keep_mask of the dial (drop removes silent groups)
     resampled_prompts: int  # prompts drawn in refill rounds
+    pool_index: np.ndarray  # (N,) pool index of each response's prompt
+    drawn_index: np.ndarray  # (D,) pool index of every prompt drawn (all rounds, funded or not)
+    drawn_sizes: np.ndarray  # (D,) responses allocated to it (0: not sampled)
+    drawn_rounds: np.ndarray  # (D,) its round (0 = first sampling)
 
 
 def _prompt_order(pool_size: int, rng: np.random.Generator) -> Iterator[int]:
@@ -100,18 +104,26 @@ def sample_batch(
     config: TrainConfig,
     rng: np.random.Generator,
     generator: torch.Generator,
+    allocate: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Batch:
-    """prompts_per_step prompts x G responses, verified; with silent='drop' refilled (DAPO)."""
+    """prompts_per_step prompts x G responses, verified; with silent='drop' refilled (DAPO).
+
+    allocate(pool indices (M,)) -> responses per prompt (M,) replaces the uniform G (adaptive
+    allocation); prompts given 0 are not sampled. None: config.group_size for every prompt.
+    """
     order = _prompt_order(len(pool), rng)
     rounds = dial.max_resample_rounds if dial.silent == "drop" else 0
-    need, parts, scored = config.prompts_per_step, [], []
-    for _ in range(rounds + 1):
-        problems = [pool[i] for i in itertools.islice(order, need)]
+    need, parts, scored, drawn = config.prompts_per_step, [], [], []
+    for j in range(rounds + 1):
+        index = np.fromiter(itertools.islice(order, need), dtype=np.int64, count=need)  # (M,)
+        sizes = np.full(need, config.group_size) if allocate is None else allocate(index)
+        drawn.append((index, np.asarray(sizes, dtype=np.int64), np.full(need, j)))
+        funded = np.flatnonzero(drawn[-1][1] > 0)
         part = generate_groups(
             model,
             tokenizer,
-            problems,
-            config.group_size,
+            [pool[i] for i in index[funded]],
+            config.group_size if allocate is None else drawn[-1][1][funded].tolist(),
             config.max_new_tokens,
             config.temperature,
             generator,
@@ -126,6 +138,7 @@ def sample_batch(
     group_ids = rollouts.group_ids.cpu()  # (N,)
     rewards = torch.cat([s[0] for s in scored])  # (N,)
     rounds_ = torch.cat([torch.full((len(p),), j, dtype=torch.long) for j, p in enumerate(parts)])
+    index, sizes, alloc_rounds = (np.concatenate(x) for x in zip(*drawn, strict=True))
     return Batch(
         rollouts=rollouts,
         group_ids=group_ids,
@@ -135,7 +148,11 @@ def sample_batch(
         redundant=np.concatenate([s[3] for s in scored]),
         rounds=rounds_,
         trained=keep_mask(rewards, group_ids, dial),
-        resampled_prompts=sum(len(p) for p in parts[1:]) // config.group_size,
+        resampled_prompts=int((alloc_rounds > 0).sum()),
+        pool_index=np.repeat(index, sizes),
+        drawn_index=index,
+        drawn_sizes=sizes,
+        drawn_rounds=alloc_rounds,
     )
 
 
