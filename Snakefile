@@ -19,6 +19,7 @@ include: "workflow/rules/simulate.smk"
 include: "workflow/rules/dapo.smk"
 include: "workflow/rules/policy.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/allocation.smk"
 include: "workflow/rules/external.smk"
 include: "workflow/rules/figures.smk"
 

@@ -63,6 +63,22 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     lr = pd.read_csv(results / "train" / "dr_grpo" / "lr_calibration.csv")
     assert np.isfinite(lr["update_norm"].iloc[0]) and lr["update_norm"].iloc[0] >= 0
 
+    # adaptive against uniform group sizes: equal samples per step, where they went, the figure
+    alloc = pd.read_parquet(results / "train" / "grpo_adaptive" / "seed0" / "allocation.parquet")
+    budget = config["train"]["prompts_per_step"] * config["train"]["group_size"]
+    assert alloc.groupby("step")["G"].sum().le(budget).all() and alloc["G"].max() <= 8
+    comparison = pd.read_csv(results / "allocation" / "comparison.csv")
+    assert set(comparison["adaptive"]) == {"grpo_adaptive"} and set(comparison["uniform"]) == {
+        "grpo"
+    }
+    assert {"final_sampled_accuracy", "samples_to_target", "silent_fraction"} <= set(
+        comparison["metric"]
+    )
+    by_band = pd.read_csv(results / "allocation" / "by_band.csv")
+    assert set(by_band["dial"]) == {"grpo", "grpo_adaptive"}
+    assert (results / "figures" / "allocation.png").stat().st_size > 10_000
+    assert "Adaptive against uniform group sizes" in text
+
     # the report: every figure and summary table with its caption, in one HTML file
     report = snakemake(tmp_path, config, "--report", str(tmp_path / "report.html"))
     assert report.returncode == 0, report.stderr[-2000:]

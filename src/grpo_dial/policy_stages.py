@@ -88,12 +88,32 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
     write_passrates(table, output["table"])
 
 
+ALLOCATION_FIELDS = {  # config key (train.allocation, a dial's allocation) -> TrainConfig field
+    "signal": "allocation_signal",
+    "g_min": "g_min",
+    "g_max": "g_max",
+    "unanimous": "unanimous",
+    "prior_strength": "tracker_prior_strength",
+    "decay": "tracker_decay",
+}
+
+
+def _allocation(params: Mapping) -> dict:
+    """TrainConfig allocation fields: the dial's group_size, train.allocation overridden by the
+    dial's own allocation settings."""
+    dial = params.get("dial") or {}
+    settings = {**(params.get("allocation") or {}), **(dial.get("allocation") or {})}
+    fields = {ALLOCATION_FIELDS[k]: v for k, v in settings.items()}
+    return {"allocation": dial.get("group_size", "uniform"), **fields}
+
+
 def _train_config(params: Mapping, lr_scale: float = 1.0):
     """TrainConfig from the train section; the pool is the one the pass rates were estimated on."""
     from grpo_dial.trainer import TrainConfig
 
     return TrainConfig(
         **params["train"],
+        **_allocation(params),
         train_pool=params["pass_rates"]["pool"],
         pool_seed=params["pass_rates"]["seed"],
         seed=int(params.get("seed", 0)),
@@ -108,7 +128,8 @@ def _dial(params: Mapping):
 
     from grpo_dial.advantage import dial_from_config
 
-    dial = dial_from_config(params["dial"])
+    spec = {k: v for k, v in params["dial"].items() if k not in ("group_size", "allocation")}
+    dial = dial_from_config(spec)
     if dial.length_norm == "constant" and dial.max_length is None:
         dial = replace(dial, max_length=int(params["train"]["max_new_tokens"]))
     return dial

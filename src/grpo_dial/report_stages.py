@@ -184,6 +184,37 @@ def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
         save(fig, output[f"{name}_png"], output[f"{name}_pdf"])
 
 
+def allocation_comparison(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Adaptive against uniform group sizes: accuracy against samples spent, the comparison
+    with intervals over seeds, and the samples by pass-rate band."""
+    from grpo_dial import allocation_compare as ac
+
+    runs = params["runs"]
+    steps = _gather(_as_list(input["steps"]), runs)
+    evals = _gather(_as_list(input["evals"]), runs)
+    allocation = _gather(_as_list(input["allocation"]), runs)
+    curves = ac.accuracy_curves(steps, evals)
+    comparison = pd.concat(
+        [
+            ac.compare_arms(curves, steps, params["pairs"], mode=mode, target=params["target"])
+            for mode in ("sampled", "greedy")
+            if mode in set(curves["mode"])
+        ],
+        ignore_index=True,
+    ).drop_duplicates(["adaptive", "uniform", "metric"], ignore_index=True)
+    write_table(curves, output["curves"])
+    write_table(comparison, output["comparison"])
+    write_table(ac.samples_by_band(allocation), output["by_band"])
+
+
+def allocation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    from grpo_dial.figures import save
+    from grpo_dial.figures.allocation import allocation_figure as draw
+
+    fig = draw(read_table(input["curves"]), read_table(input["by_band"]), params["pairs"])
+    save(fig, output["figure_png"], output["figure_pdf"])
+
+
 def real_lengths_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.figures import save
     from grpo_dial.figures.real_lengths import real_lengths_figure as draw

@@ -2,7 +2,8 @@
 
 `summary_markdown(tables)` takes whichever tables exist (by name) and writes a section for each:
 `training` (the cross-run summary), `group_size` (theory), `simulate`, `difficulty` (the base
-policy's difficulty summary), `real_lengths` (length by correctness on logged responses), `dapo`.
+policy's difficulty summary), `real_lengths` (length by correctness on logged responses), `dapo`,
+and `allocation` / `allocation_bands` (adaptive against uniform group sizes).
 """
 
 from __future__ import annotations
@@ -50,6 +51,68 @@ def _training(t: pd.DataFrame) -> list[str]:
               + ", ".join(f"{d} {_pct(r['incorrect_share'])} (total {_num(r['total'])})"
                           for d, r in mean.iterrows()) + ".", ""]  # fmt: skip
     return lines
+
+
+def _interval(r: pd.Series, prefix: str, fmt: str) -> str:
+    mean, lo, hi = r[f"{prefix}_mean"], r[f"{prefix}_lo"], r[f"{prefix}_hi"]
+    if pd.isna(mean):
+        return "n/a"
+    return f"{mean:{fmt}}" + ("" if pd.isna(lo) else f" [{lo:{fmt}}, {hi:{fmt}}]")
+
+
+def _verdict(r: pd.Series, better: str) -> str:
+    """'no detectable difference' unless the paired interval excludes 0."""
+    if pd.isna(r["diff_lo"]):
+        return "one seed: no interval"
+    if r["diff_lo"] > 0 or r["diff_hi"] < 0:
+        up = r["diff_lo"] > 0
+        return "adaptive " + (better if up else {"higher": "lower", "more": "fewer"}[better])
+    return "no detectable difference"
+
+
+def _allocation(t: pd.DataFrame, bands: pd.DataFrame | None) -> list[str]:
+    lines = ["## Adaptive against uniform group sizes (equal samples per step)", ""]
+    for (adaptive, uniform), rows in t.groupby(["adaptive", "uniform"], sort=False):
+        r = rows.set_index("metric")
+        parts = []
+        for metric in ("final_sampled_accuracy", "final_greedy_accuracy"):
+            if metric in r.index:
+                m, mode = r.loc[metric], metric.split("_")[1]
+                parts.append(
+                    f"final held-out {mode} accuracy {_interval(m, 'adaptive', '.3f')}"
+                    f" vs {_interval(m, 'uniform', '.3f')}, difference "
+                    f"{_interval(m, 'diff', '+.3f')} ({_verdict(m, 'higher')})"
+                )
+        if "samples_to_target" in r.index:
+            m = r.loc["samples_to_target"]
+            parts.append(
+                f"samples to reach accuracy {m['target']:.3f}: {_interval(m, 'adaptive', '.0f')} "
+                f"({int(m['reached_adaptive'])}/{int(m['n_seeds'])} seeds got there) vs "
+                f"{_interval(m, 'uniform', '.0f')} ({int(m['reached_uniform'])}/"
+                f"{int(m['n_seeds'])}); adaptive reached it with fewer samples: "
+                + (
+                    "yes" if m["diff_hi"] < 0 else "no" if m["diff_lo"] > 0
+                    else "not shown (interval contains 0 or too few seeds reached it)"
+                )
+            )
+        if "silent_fraction" in r.index:
+            m = r.loc["silent_fraction"]
+            parts.append(
+                f"silent fraction {_interval(m, 'adaptive', '.2f')} vs "
+                f"{_interval(m, 'uniform', '.2f')}"
+            )
+        lines.append(f"- **{adaptive}** against **{uniform}** (n = "
+                     f"{int(r['n_seeds'].iloc[0])} seeds): " + "; ".join(parts) + ".")
+        if bands is not None and len(bands):
+            share = bands.groupby(["dial", "band"], sort=False)[["samples_share", "mean_G"]].mean()
+            for arm in (adaptive, uniform):
+                if arm in share.index.get_level_values(0):
+                    cells = ", ".join(
+                        f"{band} {_pct(v['samples_share'])} (G {v['mean_G']:.1f})"
+                        for band, v in share.loc[arm].iterrows()
+                    )
+                    lines.append(f"  - samples of {arm} by base pass-rate band: {cells}.")
+    return [*lines, ""]
 
 
 def _group_size(t: pd.DataFrame) -> list[str]:
@@ -129,6 +192,8 @@ def summary_markdown(tables: Mapping[str, pd.DataFrame]) -> str:
     for name, section in SECTIONS.items():
         if name in tables and len(tables[name]):
             lines += section(tables[name])
+        if name == "training" and "allocation" in tables and len(tables["allocation"]):
+            lines += _allocation(tables["allocation"], tables.get("allocation_bands"))
     for name, table in tables.items():
         if name.startswith("external_") and len(table):
             lines += _external(name.removeprefix("external_"), table)

@@ -93,7 +93,7 @@ if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
 
 def train_params(wildcards):
     """The TrainConfig fields (every train key but the workflow-only ones)."""
-    skip = {"seeds", "lr_match", "threads"}
+    skip = {"seeds", "lr_match", "threads", "allocation"}
     return {key: value for key, value in config["train"].items() if key not in skip}
 
 
@@ -149,6 +149,39 @@ REAL_LENGTH_INPUTS = {
 }
 
 
+# ------------------------------------------------------------------ adaptive group sizes
+ALLOCATION_KEYS = ("group_size", "allocation")
+
+
+def _uniform_twin(name, spec):
+    """The uniform dial with the same settings as adaptive dial `name` but for allocation."""
+    core = {k: v for k, v in spec.items() if k not in ALLOCATION_KEYS}
+    for other, other_spec in config["dials"].items():
+        uniform = other_spec.get("group_size", "uniform") == "uniform"
+        if other != name and uniform and {
+            k: v for k, v in other_spec.items() if k not in ALLOCATION_KEYS
+        } == core:
+            return other
+    _note(f"dial '{name}' (group_size: adaptive) has no uniform twin in dials; not compared")
+    return None
+
+
+ALLOCATION_PAIRS = {
+    name: twin
+    for name, spec in config["dials"].items()
+    if spec.get("group_size") == "adaptive" and (twin := _uniform_twin(name, spec)) is not None
+} if POLICY_ENABLED else {}
+ALLOCATION_RUNS = [
+    [dial, seed]
+    for dial in dict.fromkeys([*ALLOCATION_PAIRS, *ALLOCATION_PAIRS.values()])
+    for seed in config["train"]["seeds"]
+]
+
+
+def allocation_files(name):
+    return [f"{RESULTS}/train/{dial}/seed{seed}/{name}" for dial, seed in ALLOCATION_RUNS]
+
+
 # ------------------------------------------------------------------ external runs
 RUNS_EXTERNAL = [
     name for name, spec in config["runs"].items() if _available(spec["path"], spec["optional"])
@@ -174,6 +207,9 @@ def summary_inputs(wildcards):
         inputs["real_lengths"] = f"{RESULTS}/real_lengths/by_correctness.csv"
     if DAPO_ENABLED:
         inputs["dapo"] = f"{RESULTS}/dapo/fit_summary.csv"
+    if ALLOCATION_PAIRS:
+        inputs["allocation"] = f"{RESULTS}/allocation/comparison.csv"
+        inputs["allocation_bands"] = f"{RESULTS}/allocation/by_band.csv"
     for run in RUNS_EXTERNAL:
         inputs[f"external_{run}"] = f"{RESULTS}/external/{run}/summary.csv"
     return inputs
@@ -197,6 +233,8 @@ def all_targets():
         targets += expand(f"{RESULTS}/figures/{{name}}.png", name=TRAINING_FIGURES)
     if REAL_LENGTH_INPUTS:
         targets.append(f"{RESULTS}/figures/real_lengths.png")
+    if ALLOCATION_PAIRS:
+        targets.append(f"{RESULTS}/figures/allocation.png")
     targets += expand(f"{RESULTS}/figures/external_{{run}}.png", run=RUNS_EXTERNAL)
     targets.append(f"{RESULTS}/summary.md")
     if DAPO_ENABLED:

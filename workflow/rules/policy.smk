@@ -65,6 +65,7 @@ rule calibrate_lr:
         device=config["model"]["device"],
         dial=lambda wildcards: config["dials"][wildcards.dial],
         train=train_params,
+        allocation=config["train"]["allocation"],
         pass_rates=config["pass_rates"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -82,6 +83,7 @@ rule train:
         mass=f"{RESULTS}/train/{{dial}}/seed{{seed}}/mass.parquet",
         evals=f"{RESULTS}/train/{{dial}}/seed{{seed}}/evals.parquet",
         identity=f"{RESULTS}/train/{{dial}}/seed{{seed}}/identity.parquet",
+        allocation=f"{RESULTS}/train/{{dial}}/seed{{seed}}/allocation.parquet",
         model=directory(f"{RESULTS}/train/{{dial}}/seed{{seed}}/final"),
     log:
         f"{RESULTS}/logs/train/{{dial}}/seed{{seed}}.log",
@@ -96,6 +98,7 @@ rule train:
         device=config["model"]["device"],
         dial=lambda wildcards: config["dials"][wildcards.dial],
         train=train_params,
+        allocation=config["train"]["allocation"],
         pass_rates=config["pass_rates"],
         seed=lambda wildcards: int(wildcards.seed),
         checkpoint_dir=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.dial}/seed{wildcards.seed}",
