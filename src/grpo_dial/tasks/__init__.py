@@ -2,6 +2,8 @@
 
 Every task implements `base.Task`; options are the class's constructor arguments, so a YAML
 `task: {name: arithmetic, operands: [2, 4]}` becomes `get_task("arithmetic", operands=[2, 4])`.
+Registered: `arithmetic` (procedural sums, tasks/arithmetic.py) and `math` (GSM8K / MATH-500 /
+Big-Math checked by math-verify, tasks/math.py).
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ from types import MappingProxyType
 
 from grpo_dial.tasks.arithmetic import ArithmeticTask
 from grpo_dial.tasks.base import SPLITS, LengthSplit, Problem, Task, Verdict
+from grpo_dial.tasks.math import MathTask
 
-TASKS: Mapping[str, type] = MappingProxyType({ArithmeticTask.name: ArithmeticTask})
+TASKS: Mapping[str, type] = MappingProxyType(
+    {ArithmeticTask.name: ArithmeticTask, MathTask.name: MathTask}
+)
 
-__all__ = ["SPLITS", "TASKS", "ArithmeticTask", "LengthSplit", "Problem", "Task", "Verdict"]
+__all__ = ["SPLITS", "TASKS", "ArithmeticTask", "LengthSplit", "MathTask", "Problem", "Task"]
+__all__ += ["Verdict"]
 __all__ += ["get_task"]
 
 
