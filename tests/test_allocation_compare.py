@@ -66,6 +66,22 @@ def test_comparison_intervals_and_paired_difference():
     assert "Adaptive against uniform group sizes" in text and "adaptive higher" in text
 
 
+def test_silent_sample_share_counts_samples_not_groups():
+    responses = pd.DataFrame(
+        {"dial": ["a"] * 6 + ["b"] * 4, "seed": 0,
+         "k": [0, 0, 1, 1, 1, 1, 2, 2, 0, 0], "G": [2, 2, 4, 4, 4, 4, 2, 2, 2, 2]}
+    )  # fmt: skip
+    share = ac.silent_sample_share(responses)
+    assert share.loc[("a", 0)] == pytest.approx(2 / 6) and share.loc[("b", 0)] == 1.0
+    steps, evals = _runs({"uniform": [0.5, 0.5], "adaptive": [0.5, 0.5]})
+    fake = pd.concat(
+        [responses.assign(dial=d, seed=s) for d in ("adaptive", "uniform") for s in (0, 1)]
+    )
+    table = ac.compare_arms(ac.accuracy_curves(steps, evals), steps, {"adaptive": "uniform"},
+                            responses=fake).set_index("metric")  # fmt: skip
+    assert table.loc["silent_sample_share", "diff_mean"] == 0.0
+
+
 def test_comparison_needs_both_arms():
     steps, evals = _runs({"uniform": [0.5]})
     with pytest.raises(ValueError, match="no seed has both arms"):

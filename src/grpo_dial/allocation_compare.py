@@ -69,18 +69,28 @@ def _final(curves: pd.DataFrame, mode: str) -> pd.Series:
     return last.set_index(["dial", "seed"])["accuracy"]
 
 
+def silent_sample_share(responses: pd.DataFrame) -> pd.Series:
+    """Per run (dial, seed): the share of its responses spent in silent groups (k = 0 or k = G),
+    i.e. samples that carried no learning signal."""
+    silent = (responses["k"] == 0) | (responses["k"] == responses["G"])
+    return silent.groupby([responses["dial"], responses["seed"]]).mean()
+
+
 def compare_arms(
     curves: pd.DataFrame,
     steps: pd.DataFrame,
     pairs: Mapping[str, str],
     mode: str = "sampled",
     target: float | None = None,
+    responses: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per (pair, metric): final accuracy, samples to reach `target` (default: the
-    uniform arm's mean final accuracy) and mean silent fraction, each per arm and as the
-    seed-paired difference adaptive - uniform, with t intervals over seeds."""
+    uniform arm's mean final accuracy), mean silent-group fraction, samples per step and, given
+    the responses, the share of samples in silent groups; each per arm and as the seed-paired
+    difference adaptive - uniform, with t intervals over seeds."""
     final = _final(curves, mode)
     silent = steps.groupby(["dial", "seed"])["silent_fraction"].mean()
+    wasted = None if responses is None else silent_sample_share(responses)
     samples = steps.groupby(["dial", "seed"])["samples"].mean()
     rows = []
     for adaptive, uniform in pairs.items():
@@ -104,6 +114,10 @@ def compare_arms(
             "silent_fraction": {arm: silent.loc[arm].loc[seeds].to_numpy() for arm in reach},
             "samples_per_step": {arm: samples.loc[arm].loc[seeds].to_numpy() for arm in reach},
         }
+        if wasted is not None:
+            metrics["silent_sample_share"] = {
+                arm: wasted.loc[arm].loc[seeds].to_numpy() for arm in reach
+            }
         for metric, values in metrics.items():
             a, u = values[adaptive], values[uniform]
             rows.append(

@@ -193,10 +193,13 @@ def allocation_comparison(input: Mapping, output: Mapping, params: Mapping) -> N
     steps = _gather(_as_list(input["steps"]), runs)
     evals = _gather(_as_list(input["evals"]), runs)
     allocation = _gather(_as_list(input["allocation"]), runs)
+    responses = _gather(_as_list(input["responses"]), runs)[["dial", "seed", "k", "G"]]
     curves = ac.accuracy_curves(steps, evals)
     comparison = pd.concat(
         [
-            ac.compare_arms(curves, steps, params["pairs"], mode=mode, target=params["target"])
+            ac.compare_arms(
+                curves, steps, params["pairs"], mode, params["target"], responses=responses
+            )
             for mode in ("sampled", "greedy")
             if mode in set(curves["mode"])
         ],

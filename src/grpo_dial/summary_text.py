@@ -98,8 +98,14 @@ def _allocation(t: pd.DataFrame, bands: pd.DataFrame | None) -> list[str]:
         if "silent_fraction" in r.index:
             m = r.loc["silent_fraction"]
             parts.append(
-                f"silent fraction {_interval(m, 'adaptive', '.2f')} vs "
+                f"silent groups {_interval(m, 'adaptive', '.2f')} vs "
                 f"{_interval(m, 'uniform', '.2f')}"
+            )
+        if "silent_sample_share" in r.index:
+            m = r.loc["silent_sample_share"]
+            parts.append(
+                f"samples in silent groups {_interval(m, 'adaptive', '.2f')} vs "
+                f"{_interval(m, 'uniform', '.2f')} ({_verdict(m, 'higher')})"
             )
         lines.append(f"- **{adaptive}** against **{uniform}** (n = "
                      f"{int(r['n_seeds'].iloc[0])} seeds): " + "; ".join(parts) + ".")

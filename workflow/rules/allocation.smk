@@ -4,6 +4,7 @@ rule allocation_comparison:
         steps=allocation_files("steps.parquet"),
         evals=allocation_files("evals.parquet"),
         allocation=allocation_files("allocation.parquet"),
+        responses=allocation_files("responses.parquet"),
     output:
         curves=f"{RESULTS}/allocation/curves.parquet",
         comparison=report(
