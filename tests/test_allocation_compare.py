@@ -111,6 +111,6 @@ def test_figure_draws_from_the_tables(tmp_path):
     fig = allocation_figure(
         ac.accuracy_curves(steps, evals), ac.samples_by_band(allocation), {"adaptive": "uniform"}
     )
-    assert "+0.070" in fig._suptitle.get_text()
+    assert "adaptive +0.070" in fig._suptitle.get_text()
     save(fig, tmp_path / "a.png", tmp_path / "a.pdf")
     assert (tmp_path / "a.png").stat().st_size > 10_000

@@ -41,7 +41,7 @@ def allocation_figure(
         ax.legend(loc="lower right", fontsize=8)
         last = data[data["step"] == data["step"].max()].groupby("arm")["accuracy"].mean()
         if {"adaptive", "uniform"} <= set(last.index):
-            gains.append(last["adaptive"] - last["uniform"])
+            gains.append(f"{adaptive} {last['adaptive'] - last['uniform']:+.3f}")
 
         bands = by_band[by_band["dial"].isin(arms)].copy()
         bands["arm"] = bands["dial"].map(arms)
@@ -52,9 +52,10 @@ def allocation_figure(
             errorbar=("ci", 95), ax=axes[1, col],
         )  # fmt: skip
         axes[1, col].set(xlabel="base pass-rate band", ylabel="mean G per prompt draw")
-    gap = f"{min(gains):+.3f} to {max(gains):+.3f}" if gains else "n/a"
+        axes[1, col].legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8)
     fig.suptitle(
-        f"Equal samples per step: adaptive minus uniform final held-out accuracy {gap}",
+        "Equal samples per step; final held-out accuracy, adaptive minus uniform: "
+        + (", ".join(gains) if gains else "n/a"),
         fontsize=11,
     )
     fig.tight_layout()
