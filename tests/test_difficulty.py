@@ -229,6 +229,26 @@ def test_allocation_never_exceeds_budget(table: pd.DataFrame, budget: int, signa
     assert funded <= ((table["p_hat"] > 0) & (table["p_hat"] < 1)).sum()
 
 
+@pytest.mark.parametrize("signal", ["grpo", "dr_grpo", "nonsilent"])
+def test_allocate_budget_per_rate_equals_theory(signal: str) -> None:
+    from grpo_dial import theory
+
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        # rates 0..3/8 and 1 only: no p <-> 1-p pairs, whose equal gains theory breaks anyhow
+        p = rng.choice([0.0, 0.125, 0.25, 0.375, 1.0], size=int(rng.integers(1, 40)))
+        budget = int(rng.integers(0, 10 * len(p) + 3))
+        g_min = int(rng.integers(1, 4))
+        g_max = int(rng.integers(g_min, 20))
+        ours = d.allocate_budget(p, budget, signal, g_min, g_max)
+        ref = theory.allocate_budget(p, budget, signal, g_min, g_max)
+        for rate in np.unique(p):  # which prompts of one rate get the extra sample is free
+            assert sorted(ours[p == rate]) == sorted(ref[p == rate])
+    q = rng.uniform(0.01, 0.99, 300)  # distinct rates: the very same allocation
+    want = theory.allocate_budget(q, 2400, signal)
+    assert np.array_equal(d.allocate_budget(q, 2400, signal), want)
+
+
 # --------------------------------------------------------------------------- summary and speed
 
 

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
+import numpy as np
 import pytest
 import torch
 
+from grpo_dial import rollout
 from grpo_dial.policy import PolicySpec, build_char_tokenizer, build_tiny_llama
-from grpo_dial.rollout import Rollouts, concat, generate_groups, response_logprobs
+from grpo_dial.rollout import (
+    Rollouts,
+    concat,
+    generate_groups,
+    plan_buckets,
+    response_logprobs,
+)
 from grpo_dial.tasks.base import Problem
 
 SMALL = PolicySpec(n_layers=2, hidden_size=32, n_heads=2, intermediate_size=64)
@@ -216,3 +227,161 @@ def test_bad_arguments(model, tok):
         generate_groups(model, tok, _problems(), 2, 5, prompt_texts=["1="])
     with pytest.raises(ValueError, match="at least one problem"):
         generate_groups(model, tok, [], 2, 5)
+    with pytest.raises(ValueError, match="generation_batch"):
+        generate_groups(model, tok, _problems(), 2, 5, generation_batch=0)
+
+
+# --------------------------------------------------------------------------- fast paths
+
+
+def _reference_sampling(model, tok, texts, g, max_new, seed):
+    """The plain loop: no cache, every row in every step, torch.multinomial on all N rows."""
+    enc = tok(texts, padding=True, return_tensors="pt")
+    ids = enc["input_ids"].repeat_interleave(g, 0)  # (N, P)
+    attn = enc["attention_mask"].repeat_interleave(g, 0)  # (N, P)
+    gen = torch.Generator().manual_seed(seed)
+    n = ids.shape[0]
+    finished = torch.zeros(n, dtype=torch.bool)
+    out = []
+    with torch.no_grad():
+        for _ in range(max_new):
+            pos = (attn.cumsum(1) - 1).clamp(min=0)
+            logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, -1]
+            tok_ = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=gen)[:, 0]
+            tok_ = torch.where(finished, tok.pad_token_id, tok_)
+            out.append(tok_)
+            finished = finished | (tok_ == tok.eos_token_id)
+            if finished.all():
+                break
+            ids = torch.cat([ids, tok_[:, None]], 1)
+            attn = torch.cat([attn, torch.ones((n, 1), dtype=attn.dtype)], 1)
+    return torch.stack(out, 1), finished
+
+
+@pytest.mark.parametrize("compact_at", [0.0, 0.125, math.inf])
+def test_compaction_gives_the_plain_loops_tokens(model, tok, monkeypatch, compact_at):
+    # 0: rows leave the batch as soon as one finishes; inf: they never leave
+    monkeypatch.setattr(rollout, "COMPACT_AT", compact_at)
+    model.eval()
+    r = _sample(model, tok, g=5, max_new=25, seed=11)
+    ref, ref_finished = _reference_sampling(model, tok, PROMPTS, 5, 25, seed=11)
+    assert 0 < r.finished.sum() < len(r)  # rows really finish early
+    assert torch.equal(r.finished, ref_finished)
+    assert torch.equal(r.response_ids, ref[:, : r.response_ids.shape[1]])
+
+
+def test_generation_batch_layout_and_reproducibility(model, tok):
+    whole = _sample(model, tok, g=[3, 2, 4], max_new=10, seed=7)
+    gen = torch.Generator().manual_seed(7)
+    big = generate_groups(model, tok, _problems(), [3, 2, 4], 10, generator=gen, generation_batch=9)
+    assert big.texts == whole.texts  # one call of all rows is the default
+    runs = []
+    for _ in range(2):
+        gen = torch.Generator().manual_seed(7)
+        runs.append(
+            generate_groups(model, tok, _problems(), [3, 2, 4], 10, generator=gen,
+                            generation_batch=4)  # fmt: skip
+        )
+    a, b = runs
+    assert a.texts == b.texts and torch.equal(a.response_ids, b.response_ids)
+    for field in ("group_ids", "prompt_ids", "prompt_mask"):
+        assert torch.equal(getattr(a, field), getattr(whole, field))
+    lengths = a.response_mask.sum(1)
+    assert a.response_ids.shape[1] == int(lengths.max())
+    # chunks cut groups (rows 0-3, 4-7, 8): the log-probs still match the uncached reference
+    with torch.no_grad():
+        lp = response_logprobs(model, a)
+        for i in (2, 3, 4, 8):
+            seq = _real_tokens(a.prompt_ids[i], a.prompt_mask[i])
+            for t, o in enumerate(_real_tokens(a.response_ids[i], a.response_mask[i])):
+                logits = model(torch.tensor([seq]), use_cache=False).logits[0, -1]
+                assert abs(lp[i, t].item() - torch.log_softmax(logits, -1)[o].item()) < 1e-5
+                seq.append(o)
+
+
+def _bucket_cost(p, t, parts, overhead):
+    return sum(len(b) * (p[b].max() + t[b].max()) + overhead for b in parts)
+
+
+def test_plan_buckets_is_the_cheapest_contiguous_cut():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(rng.integers(1, 8))
+        p, t = rng.integers(1, 9, n), rng.integers(0, 30, n)
+        max_rows, overhead = int(rng.integers(1, 5)), float(rng.integers(0, 40))
+        parts = plan_buckets(p, t, max_rows, overhead)
+        assert sorted(np.concatenate(parts).tolist()) == list(range(n))
+        assert all(1 <= len(b) <= max_rows for b in parts)
+        order = np.lexsort((p, t))
+        best = math.inf
+        for cuts in itertools.product([0, 1], repeat=n - 1):  # every contiguous partition
+            bounds = [0, *[i + 1 for i, c in enumerate(cuts) if c], n]
+            chunks = [order[a:b] for a, b in itertools.pairwise(bounds)]
+            if all(len(c) <= max_rows for c in chunks):
+                best = min(best, _bucket_cost(p, t, chunks, overhead))
+        assert _bucket_cost(p, t, parts, overhead) == pytest.approx(best)
+
+
+def test_bucketed_logprobs_equal_one_padded_forward(model, tok, monkeypatch):
+    # shared prompts across groups and very different lengths: dedup and buckets both matter
+    probs = _problems(["7=", "12+3=", "7=", "99*9-14="])
+    r = _sample(model, tok, problems=probs, g=[3, 2, 2, 3], max_new=16, seed=12)
+    ids = torch.cat([r.prompt_ids, r.response_ids], 1)
+    attn = torch.cat([r.prompt_mask, r.response_mask], 1)
+    pos = (attn.cumsum(1) - 1).clamp(min=0)
+    t = r.response_ids.shape[1]
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits
+        ref = torch.log_softmax(logits[:, -(t + 1) : -1].float(), -1)
+        ref = ref.gather(-1, r.response_ids[..., None])[..., 0] * r.response_mask
+        monkeypatch.setattr(rollout, "FORWARD_OVERHEAD_TOKENS", 0)  # many small buckets
+        many = response_logprobs(model, r)
+        monkeypatch.setattr(rollout, "FORWARD_OVERHEAD_TOKENS", 10**9)  # one bucket
+        one = response_logprobs(model, r)
+        small = response_logprobs(model, r, micro_batch=3)
+    for lp in (many, one, small):
+        assert torch.allclose(lp, ref, atol=1e-5)
+
+
+def test_update_without_silent_rows_equals_the_full_batch_update(model, tok, monkeypatch):
+    import copy
+
+    from grpo_dial import train_step
+    from grpo_dial.advantage import dial_from_config
+    from grpo_dial.train_config import TrainConfig
+
+    r = _sample(model, tok, g=4, max_new=10, seed=13)
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0] + [0.0] * 4 + [1.0] * 4)  # group 1, 2 silent
+    sgd = TrainConfig(updates_per_batch=2, lr=0.1, optimizer="sgd", progress=False)
+    adam = TrainConfig(updates_per_batch=2, lr=1e-2, progress=False)
+    dial = dial_from_config({"preset": "grpo"})
+    adv = train_step.advantage.advantages(rewards, r.group_ids, dial)
+    assert (adv == 0).sum() == 8
+
+    def update(skip: bool, adv, config):
+        m = copy.deepcopy(model).eval()
+        opt = train_step.make_optimizer(m, config)
+        if not skip:  # the plain path: every row forwarded
+            monkeypatch.setattr(
+                train_step, "_active_logprobs", lambda mod, tr, mb, act: response_logprobs(mod, tr)
+            )
+        first = train_step.policy_update(m, opt, r, adv, dial, config)
+        second = train_step.policy_update(m, opt, r, torch.zeros_like(adv), dial, config)
+        monkeypatch.undo()
+        return m, first, second
+
+    fast, f1, f2 = update(True, adv, sgd)  # SGD: the update is linear in the gradient
+    plain, p1, p2 = update(False, adv, sgd)
+    assert f1.loss == pytest.approx(p1.loss, abs=1e-7)
+    assert f1.grad_norm == pytest.approx(p1.grad_norm, rel=1e-5)
+    for a, b in zip(fast.parameters(), plain.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-7)
+    # AdamW: the all-silent second update still steps on momentum, in both paths
+    fast, f1, f2 = update(True, adv, adam)
+    plain, p1, p2 = update(False, adv, adam)
+    assert f2.loss == p2.loss == 0.0 and f2.finite
+    pairs = zip(fast.parameters(), model.parameters(), strict=True)
+    moved = [(a - b).abs().max() for a, b in pairs]
+    assert min(moved) > 1e-3  # four steps of lr 1e-2 each
+    for a, b in zip(fast.parameters(), plain.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-4)  # Adam scales float noise of tiny gradients

@@ -131,3 +131,54 @@ def test_corpus_from_a_task_that_draws_its_own():
         assert task.verify(Problem("x", prompt, total, "d"), demo, True).correct
     with pytest.raises(ValueError, match="valid: terse, worked, rechecked"):
         build_corpus(task, WarmStartConfig(style_weights={"poem": 1}))
+
+
+def _padded_reference(model, tok, config: WarmStartConfig) -> list[float]:
+    """The plain loop: each step's whole batch in one forward padded to its longest example."""
+    from grpo_dial.warm_start import _batches
+
+    corpus = build_corpus(TASK, config)
+    ids, labels = encode_examples(tok, corpus["prompt"].tolist(), corpus["demonstration"])
+    lengths = (labels != IGNORE).long().cumsum(1).argmax(1) + 1
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=config.lr,
+    )
+    batches = _batches(len(corpus), config.batch_size, np.random.default_rng([config.seed, 1]))
+    losses = []
+    model.train()
+    for step in range(config.steps):
+        idx = torch.tensor(next(batches))
+        width = int(lengths[idx].max())
+        x, y = ids[idx, :width], labels[idx, :width]
+        attn = (torch.arange(width) < lengths[idx, None]).long()
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, config)
+        logits = model(input_ids=x, attention_mask=attn).logits[:, :-1].float()
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), y[:, 1:].flatten(), ignore_index=IGNORE
+        )
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_length_buckets_give_the_padded_batch_gradient(tok, monkeypatch):
+    from grpo_dial import warm_start as ws
+
+    monkeypatch.setattr(ws, "OVERHEAD", 0)  # as many buckets as lengths: the most splitting
+    config = _cfg(steps=6, seed=2)
+    fast = build_tiny_llama(SMALL, tok, seed=3)
+    curve = run_warm_start(TASK, fast, tok, config)
+    plain = build_tiny_llama(SMALL, tok, seed=3)
+    ref = _padded_reference(plain, tok, config)
+    assert np.allclose(curve["loss"], ref, atol=1e-5)
+    for (name, a), b in zip(fast.named_parameters(), plain.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-5), name

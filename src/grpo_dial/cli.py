@@ -2,6 +2,7 @@
 
 grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
 grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
+grpo-dial bench --workload fixed free --steps 20     our GRPO step against TRL's GRPOTrainer
 """
 
 from __future__ import annotations
@@ -96,6 +97,23 @@ def diagnose(args: argparse.Namespace) -> None:
     print(f"tables and diagnosis.png written to {out}")
 
 
+def bench(args: argparse.Namespace) -> None:
+    """Time our step against TRL's GRPOTrainer (and the pipeline checks); print a table."""
+    from grpo_dial.bench import BenchOptions, format_report, run_bench, to_json
+
+    workloads = tuple(w for w in args.workload if w != "pipeline")
+    options = BenchOptions(
+        workloads=workloads,
+        steps=args.steps,
+        warmup=args.warmup,
+        threads=args.threads,
+        pipeline="pipeline" in args.workload,
+        settings={"device": args.device, **({"policy": args.policy} if args.policy else {})},
+    )
+    result = run_bench(options, progress=not args.json)
+    print(to_json(result) if args.json else format_report(result))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,6 +153,24 @@ def build_parser() -> argparse.ArgumentParser:
     p_stage.add_argument("--output", nargs="*", default=[], metavar="NAME=PATH")
     p_stage.add_argument("--params", help="YAML file with the stage's params")
     p_stage.set_defaults(func=stage)
+    p_bench = sub.add_parser("bench", help="our GRPO step against TRL's GRPOTrainer (needs trl)")
+    p_bench.add_argument(
+        "--workload",
+        nargs="+",
+        choices=("fixed", "free", "pipeline"),
+        default=["fixed", "free"],
+        help="fixed: 24 new tokens, EOS suppressed; free: the arithmetic task; pipeline: "
+        "difficulty analysis on 215,608 prompts, snakemake -n per config, torch at DAG build",
+    )
+    p_bench.add_argument("--steps", type=int, default=20, help="timed steps per side")
+    p_bench.add_argument("--warmup", type=int, default=3, help="untimed steps per side first")
+    p_bench.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    p_bench.add_argument("--device", default="cpu", help="torch device of both policies")
+    p_bench.add_argument(
+        "--policy", help="free workload: saved policy (default results/policy/base)"
+    )
+    p_bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p_bench.set_defaults(func=bench)
     return parser
 
 

@@ -75,13 +75,18 @@ def _in_band(p: np.ndarray, intervals: tuple) -> np.ndarray:
 
 
 def _per_unique(fn: Callable[..., np.ndarray], *arrays: np.ndarray) -> np.ndarray:
-    """fn(*arrays) evaluated once per distinct tuple of elements, then mapped back: (N,)."""
-    key = np.zeros(len(arrays[0]), np.int64)  # (N,) mixed-radix code of each tuple
+    """fn(*arrays) evaluated once per distinct tuple of elements, then mapped back: (N,).
+
+    fn must be elementwise. Tuples are coded by hashing (pandas.factorize, O(N)), not sorting."""
+    n = len(arrays[0])
+    key = np.zeros(n, np.int64)  # (N,) mixed-radix code of each tuple
     for a in arrays:
-        uniq, inv = np.unique(a, return_inverse=True)
-        key = key * len(uniq) + inv.ravel()
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    return np.asarray(fn(*(np.asarray(a)[first] for a in arrays)))[inv.ravel()]
+        codes, uniq = pd.factorize(np.asarray(a).ravel(), use_na_sentinel=False)
+        key = key * len(uniq) + codes
+    inv, uniq = pd.factorize(key)  # (N,) code of each tuple, (U,)
+    first = np.empty(len(uniq), np.int64)  # (U,) first row of each distinct tuple
+    first[inv[::-1]] = np.arange(n)[::-1]
+    return np.asarray(fn(*(np.asarray(a)[first] for a in arrays)))[inv]
 
 
 def _group_sizes(group_sizes: Sequence[int]) -> list[int]:
@@ -220,6 +225,56 @@ def recommended_group_size_by_band(per_prompt: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns).astype({"max_g_exact": float})
 
 
+def allocate_budget(
+    p: np.ndarray, budget: int, signal: str, g_min: int = 2, g_max: int = 64
+) -> np.ndarray:
+    """theory.allocate_budget (skip_unanimous) computed per distinct pass rate: (J,) G_j.
+
+    Prompts are funded exactly as there (stable order of f(g_min), ties to the lower index).
+    The top-up takes the largest positive gains f(G+1) - f(G) from the (U, g_max - g_min) table
+    of the U distinct pass rates, each entry counted once per funded prompt with that rate,
+    instead of the (J, g_max - g_min) table: the same greedy, in memory U/J of it. Where the
+    budget ends inside a run of equal gains, the extra samples go to the lowest-index prompts
+    of that rate (theory's argpartition picks any of them), so every per-rate total, and with
+    it every table of budget_allocation, is the same."""
+    theory._choice(signal, theory.SIGNALS, "signal")
+    p = theory._prob(p)
+    if p.ndim != 1:
+        raise ValueError(f"p must be 1-D (one pass rate per prompt), got shape {p.shape}")
+    budget = int(theory._int(budget, "budget", lo=0))
+    g_min, g_max = int(theory._int(g_min, "g_min")), int(theory._int(g_max, "g_max"))
+    if g_max < g_min:
+        raise ValueError(f"g_max ({g_max}) must be >= g_min ({g_min})")
+    uniq, inv = np.unique(p, return_inverse=True)  # (U,), (J,)
+    inv = inv.ravel()
+    f = theory.expected_signal(uniq[:, None], np.arange(g_min, g_max + 1), signal)  # (U, W+1)
+    alloc = np.zeros(p.size, np.int64)  # (J,)
+    cand = np.flatnonzero((p > 0) & (p < 1))
+    n_fund = min(cand.size, budget // g_min)
+    funded = cand[np.argsort(-f[inv[cand], 0], kind="stable")[:n_fund]]  # (F,)
+    alloc[funded] = g_min
+    width = g_max - g_min
+    count = np.bincount(inv[funded], minlength=uniq.size)  # (U,) funded prompts per rate
+    gains = np.diff(f, axis=1)  # (U, W)
+    positive = gains > 0
+    take = min(budget - g_min * n_fund, int((count[:, None] * positive).sum()))
+    if take <= 0 or width == 0:
+        return alloc
+    u_idx, w_idx = np.nonzero(positive & (count[:, None] > 0))  # candidate entries
+    order = np.argsort(-gains[u_idx, w_idx], kind="stable")  # (E,) best first
+    u_sorted = u_idx[order]
+    reach = np.cumsum(count[u_sorted])  # prompts served once entries up to here are taken
+    full = int(np.searchsorted(reach, take, side="right"))  # entries taken for every prompt
+    extra = np.bincount(u_sorted[:full], minlength=uniq.size)  # (U,) samples per prompt
+    alloc[funded] += extra[inv[funded]]
+    left = take - (int(reach[full - 1]) if full else 0)
+    if left > 0:  # the boundary entry: its first `left` funded prompts, by index
+        u = u_sorted[full]
+        members = np.sort(funded[inv[funded] == u])[:left]
+        alloc[members] += 1
+    return alloc
+
+
 def budget_allocation(
     table: pd.DataFrame,
     name: str = "passrates",
@@ -247,7 +302,7 @@ def budget_allocation(
         raise ValueError(f"per_prompt_budget must be >= 1, got {per_prompt_budget}")
     schemes = {
         "uniform": np.full(p.shape, int(per_prompt_budget), np.int64),
-        "allocated": theory.allocate_budget(
+        "allocated": allocate_budget(
             p, int(per_prompt_budget) * len(p), signal, g_min=g_min, g_max=g_max
         ),
     }

@@ -5,10 +5,14 @@ width P), each repeated G times. Decoding draws o_t ~ softmax(logits_t / tempera
 temperature 0) until the end-of-sequence token or `max_new_tokens`; position ids count only real
 tokens, pos = cumsum(mask) - 1, so left padding never changes a sequence's distribution.
 `response_logprobs` returns log pi(o_t | x, o_<t) at temperature 1 with the same masks and
-positions, in one differentiable forward over concat(prompt, response).
+positions, in differentiable forwards over concat(prompt, response).
 
-All randomness comes from the `generator` passed in: the same generator state, model and inputs
-give the same rollouts (on the same device and thread count).
+Fast paths, each exact: a prompt is prefilled (and, for the log-probs, forwarded) once per group
+and its cache repeated; finished rows leave the decode batch; log-prob forwards run on buckets of
+similar length cut to their own width (`plan_buckets`), so padding is barely computed.
+
+All randomness comes from the `generator` passed in: the same generator state, model, inputs and
+generation_batch give the same rollouts (on the same device and thread count).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -118,12 +123,10 @@ def _eos_ids(model: torch.nn.Module, tokenizer) -> list[int]:
 
 
 def _encode_prompts(tokenizer, texts: list[str]) -> list[list[int]]:
-    """bos + text for each prompt (bos skipped if the tokenizer has none or the text has it)."""
-    bos = tokenizer.bos_token_id
-    out = []
-    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
-        out.append(ids if bos is None or (ids and ids[0] == bos) else [bos, *ids])
-    return out
+    """Prompt ids through the chat template if the tokenizer has one, else bos + text."""
+    from grpo_dial.prompting import encode_prompts
+
+    return encode_prompts(tokenizer, texts)
 
 
 def generate_groups(
@@ -135,16 +138,22 @@ def generate_groups(
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
     prompt_texts: list[str] | None = None,
+    generation_batch: int | None = None,
 ) -> Rollouts:
     """G = group_size responses per problem, sampled with a KV cache.
 
     group_size is one G for every problem or one G_j >= 1 per problem (adaptive allocation); rows
     are problem-major: problem j's G_j samples are consecutive and share group id j (with one G,
     row i = j G + g is sample g of problem j). `prompt_texts` replaces the problems' prompt text
-    (e.g. a chat template applied by the caller). One prefill over the left-padded prompts, then
-    one token per step; a finished row keeps emitting pad (masked); the loop stops when all rows
-    are finished. temperature 0 is greedy. Random draws use only `generator` (None: torch's global
-    RNG), which must live on the model's device.
+    (e.g. a chat template applied by the caller). Each decode call prefills every distinct prompt
+    once and repeats its cache G_j times, then decodes one token per step; finished rows leave
+    the batch (the cache rows are compacted); it stops when all rows are finished. temperature
+    0 is greedy. `generation_batch` rows per decode call (None = all N) bound the memory; the
+    calls run in row order. Random draws use only `generator` (None: torch's global RNG), which
+    must live on the model's device: each step draws Exp(1) noise for all the call's rows, as
+    torch.multinomial does, so dropping finished rows never changes the live rows' tokens, and
+    with generation_batch None the stream equals torch.multinomial's. A different
+    generation_batch gives other (equally distributed) samples from the same generator state.
     """
     if not problems:
         raise ValueError("generate_groups needs at least one problem")
@@ -157,6 +166,14 @@ def generate_groups(
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature!r}")
+    if generation_batch is not None and (
+        isinstance(generation_batch, bool)
+        or not isinstance(generation_batch, int)
+        or generation_batch < 1
+    ):
+        raise ValueError(
+            f"generation_batch must be an integer >= 1 or None, got {generation_batch!r}"
+        )
     texts = [p.prompt for p in problems] if prompt_texts is None else list(prompt_texts)
     if len(texts) != len(problems):
         raise ValueError(f"{len(texts)} prompt_texts for {len(problems)} problems")
@@ -174,18 +191,32 @@ def generate_groups(
         if ids:
             prompt[j, width - len(ids) :] = torch.tensor(ids)
             p_mask[j, width - len(ids) :] = 1
-    prompt = prompt.repeat_interleave(counts, 0).to(device)  # (N, P)
-    p_mask = p_mask.repeat_interleave(counts, 0).to(device)  # (N, P)
+    prompt, p_mask = prompt.to(device), p_mask.to(device)
+    owner = torch.arange(len(problems), device=device).repeat_interleave(counts.to(device))  # (N,)
 
     was_training = model.training
     model.eval()
+    parts = []
     try:
         with torch.no_grad():
-            out_ids, out_mask, finished = _decode(
-                model, prompt, p_mask, max_new_tokens, temperature, generator, eos, pad
-            )
+            n = len(owner)
+            step = n if generation_batch is None else generation_batch
+            for lo in range(0, n, step):
+                probs, sizes = torch.unique_consecutive(owner[lo : lo + step], return_counts=True)
+                sub, sub_mask = prompt[probs], p_mask[probs]  # (M', P)
+                first = int(sub_mask.any(0).long().argmax())  # drop all-padding columns
+                parts.append(
+                    _decode(
+                        model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
+                        temperature, generator, eos, pad,
+                    )  # fmt: skip
+                )
     finally:
         model.train(was_training)
+    t_width = max(p[0].shape[1] for p in parts)
+    out_ids = torch.cat([_pad_to(p[0], t_width, pad, False) for p in parts])  # (N, T)
+    out_mask = torch.cat([_pad_to(p[1], t_width, 0, False) for p in parts])  # (N, T)
+    finished = torch.cat([p[2] for p in parts])  # (N,)
 
     lengths = out_mask.sum(1)  # (N,)
     text_len = (lengths - finished.long()).tolist()  # drop the EOS token from the text
@@ -195,9 +226,9 @@ def generate_groups(
     )
     return Rollouts(
         problems=[p for p, g in zip(problems, counts.tolist(), strict=True) for _ in range(g)],
-        group_ids=torch.arange(len(problems), device=device).repeat_interleave(counts.to(device)),
-        prompt_ids=prompt,
-        prompt_mask=p_mask,
+        group_ids=owner,
+        prompt_ids=prompt[owner],
+        prompt_mask=p_mask[owner],
         response_ids=out_ids,
         response_mask=out_mask,
         finished=finished,
@@ -223,46 +254,155 @@ def _group_counts(group_size: int | Sequence[int], m: int) -> Tensor:
     return torch.tensor([int(g) for g in values], dtype=torch.long)
 
 
-def _decode(model, prompt, p_mask, max_new_tokens, temperature, generator, eos, pad):
-    """The sampling loop: returns response ids (N, T), response mask (N, T), finished (N,)."""
-    n, device = prompt.shape[0], prompt.device
+COMPACT_AT = 0.125  # drop finished rows once this fraction of the decode rows has finished
+
+
+def _select_rows(cache, rows: Tensor):
+    """The cache restricted (or repeated) to batch rows `rows`, in that order."""
+    if hasattr(cache, "reorder_cache"):
+        cache.reorder_cache(rows)
+        return cache
+    return tuple(tuple(x.index_select(0, rows) for x in layer) for layer in cache)  # legacy
+
+
+def _sample(logits: Tensor, temperature: float, generator, rows: Tensor, n: int) -> Tensor:
+    """Next token of decode rows `rows` (of the call's n) from logits (R, V).
+
+    argmax(p / q), q ~ Exp(1): torch.multinomial's own one-sample algorithm, with q drawn for all
+    n rows of the call so a row's draw does not depend on which rows have left the batch."""
+    if temperature == 0:
+        return logits.argmax(-1)  # (R,)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (R, V)
+    q = torch.empty((n, probs.shape[1]), dtype=probs.dtype, device=probs.device)
+    q.exponential_(1, generator=generator)  # (n, V)
+    if rows.shape[0] != n:
+        q = q[rows]  # (R, V)
+    return (probs / q).argmax(-1)  # (R,)
+
+
+def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad):
+    """The sampling loop over M distinct prompts (M, P), prompt j sampled counts[j] times.
+
+    Returns response ids (N, T), response mask (N, T), finished (N,), N = sum(counts). The
+    prompts are prefilled once and their cache rows repeated; decode row r is original row
+    rows[r]; when a fraction >= COMPACT_AT of the decode rows has finished they are dropped from
+    the cache, the mask and the positions, so later steps compute only live rows."""
+    device = prompt.device
+    n = int(counts.sum())
     keep = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
     # transformers >= 5.2x names the cache argument `cache`; older versions `past_key_values`.
     cache_arg = "cache" if _accepts(model, "cache") else "past_key_values"
-    attn = p_mask  # (N, P + t)
-    pos = (p_mask.cumsum(1) - 1).clamp(min=0)  # (N, P)
-    out = model(input_ids=prompt, attention_mask=attn, position_ids=pos, use_cache=True, **keep)
-    cache, logits = _cache_of(out), out.logits[:, -1]  # (N, V)
-    next_pos = pos[:, -1:] + 1  # (N, 1)
+    pos = (p_mask.cumsum(1) - 1).clamp(min=0)  # (M, P)
+    out = model(input_ids=prompt, attention_mask=p_mask, position_ids=pos, use_cache=True, **keep)
+    expand = torch.arange(len(counts), device=device).repeat_interleave(counts.to(device))  # (N,)
+    cache, logits = _cache_of(out), out.logits[:, -1]  # (M, V)
+    if len(counts) != n:
+        cache, logits = _select_rows(cache, expand), logits[expand]  # (N, V)
+    attn = p_mask[expand]  # (R, P + t), R decode rows
+    next_pos = pos[expand, -1:] + 1  # (R, 1)
+    rows = torch.arange(n, device=device)  # (R,) original row of each decode row
+    alive = torch.ones(n, dtype=torch.bool, device=device)  # (R,)
     tokens = torch.full((n, max_new_tokens), pad, dtype=torch.long, device=device)  # (N, L)
     mask = torch.zeros((n, max_new_tokens), dtype=torch.long, device=device)  # (N, L)
     finished = torch.zeros(n, dtype=torch.bool, device=device)  # (N,)
-    ones = torch.ones((n, 1), dtype=attn.dtype, device=device)  # (N, 1)
     steps = 0
     for t in range(max_new_tokens):
-        if temperature == 0:
-            tok = logits.argmax(-1)  # (N,)
-        else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)  # (N, V)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (N,)
-        live = ~finished  # (N,)
-        tokens[:, t] = torch.where(live, tok, pad)
-        mask[:, t] = live
-        finished = finished | (live & torch.isin(tok, eos))
+        tok = _sample(logits, temperature, generator, rows, n)  # (R,)
+        tok = torch.where(alive, tok, pad)  # (R,)
+        tokens[rows, t] = tok
+        mask[rows, t] = alive.long()
+        ended = alive & torch.isin(tok, eos)  # (R,)
+        finished[rows] = finished[rows] | ended
+        alive = alive & ~ended
         steps = t + 1
-        if t + 1 == max_new_tokens or bool(finished.all()):
+        n_alive = int(alive.sum())
+        if t + 1 == max_new_tokens or n_alive == 0:
             break
-        attn = torch.cat([attn, ones], 1)  # (N, P + t + 1)
+        if n_alive < len(rows) and len(rows) - n_alive >= COMPACT_AT * len(rows):
+            live = alive.nonzero().squeeze(1)  # (R',)
+            cache = _select_rows(cache, live)
+            rows, alive, tok = rows[live], alive[live], tok[live]
+            attn, next_pos = attn[live], next_pos[live]
+        attn = F.pad(attn, (0, 1), value=1)  # (R, P + t + 1)
         out = model(
-            input_ids=tokens[:, t : t + 1],
+            input_ids=tok[:, None],
             attention_mask=attn,
             position_ids=next_pos,
             use_cache=True,
             **{cache_arg: cache},
         )
-        cache, logits = _cache_of(out), out.logits[:, -1]  # (N, V)
+        cache, logits = _cache_of(out), out.logits[:, -1]  # (R, V)
         next_pos = next_pos + 1
     return tokens[:, :steps], mask[:, :steps], finished
+
+
+FORWARD_OVERHEAD_TOKENS = 192  # one forward's fixed cost, in tokens, for planning buckets
+
+
+def plan_buckets(
+    prompt_lengths: np.ndarray, response_lengths: np.ndarray, max_rows: int, overhead: float
+) -> list[np.ndarray]:
+    """Rows cut into forward buckets with little padding: row indices per bucket.
+
+    Rows sorted by (response, prompt) length are cut into consecutive buckets of at most
+    max_rows rows minimizing sum_b [n_b (max p_b + max t_b) + overhead], the padded tokens a
+    bucket computes plus a fixed cost per forward (dynamic programming over the cut points, one
+    vectorized pass per row)."""
+    order = np.lexsort((prompt_lengths, response_lengths))  # (N,)
+    p, t = prompt_lengths[order], response_lengths[order]
+    n = len(order)
+    best = np.zeros(n + 1)  # best[j]: cost of rows :j
+    cut = np.zeros(n + 1, dtype=np.int64)  # start of the last bucket of rows :j
+    for j in range(1, n + 1):
+        lo = max(0, j - max_rows)
+        p_max = np.maximum.accumulate(p[lo:j][::-1])[::-1]  # max p[i:j] for i = lo..j-1
+        cost = best[lo:j] + (j - np.arange(lo, j)) * (p_max + t[j - 1]) + overhead
+        k = int(np.argmin(cost))
+        best[j], cut[j] = cost[k], lo + k
+    bounds, j = [], n
+    while j > 0:
+        bounds.append((cut[j], j))
+        j = cut[j]
+    return [order[a:b] for a, b in reversed(bounds)]
+
+
+def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool) -> Tensor:
+    """Float logits (B, tw, V) predicting target[:, t] from prompt + target[:, :t].
+
+    Each distinct prompt row is forwarded once and its cache repeated over the rows sharing it
+    (a group's G responses), then target[:, :tw-1] is forwarded on that cache: the prompt is
+    not recomputed per response and the last response token (which predicts nothing) is not
+    forwarded. Without a returned cache: one forward over concat(prompt, target)."""
+    pw, tw = prompt.shape[1], target.shape[1]
+    key = torch.cat([prompt, p_mask], 1)  # (B, 2 pw)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)  # (U, 2 pw), (B,)
+    u_ids, u_mask = uniq[:, :pw], uniq[:, pw:]
+    u_pos = (u_mask.cumsum(1) - 1).clamp(min=0)  # (U, pw)
+    keep = {"logits_to_keep": 1} if can_keep else {}
+    out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, **keep)
+    cache = _cache_of(out)
+    first = out.logits[:, -1:].float()[inverse]  # (B, 1, V) predicts o_1
+    if tw == 1:
+        return first
+    if cache is None:  # no cache: one plain forward over the whole sequence
+        ids = torch.cat([prompt, target], 1)  # (B, pw + tw)
+        attn = torch.cat([p_mask, resp_mask], 1)
+        pos = (attn.cumsum(1) - 1).clamp(min=0)
+        keep = {"logits_to_keep": tw + 1} if can_keep else {}
+        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep)
+        return out.logits[:, -(tw + 1) : -1].float()
+    cache = _select_rows(cache, inverse)
+    attn = torch.cat([p_mask, resp_mask[:, : tw - 1]], 1)  # (B, pw + tw - 1)
+    pos = (attn.cumsum(1) - 1).clamp(min=0)[:, pw:]  # (B, tw - 1)
+    cache_arg = "cache" if _accepts(model, "cache") else "past_key_values"
+    out = model(
+        input_ids=target[:, : tw - 1],
+        attention_mask=attn,
+        position_ids=pos,
+        use_cache=True,
+        **{cache_arg: cache},
+    )
+    return torch.cat([first, out.logits.float()], 1)  # (B, tw, V)
 
 
 def response_logprobs(
@@ -270,30 +410,42 @@ def response_logprobs(
 ) -> Tensor:
     """log pi(o_t | x, o_<t) for every response token, (N, T), 0 where the mask is 0.
 
-    One forward over concat(prompt, response) with positions cumsum(mask) - 1, as in generation.
-    Logits are formed only at the T positions that predict a response token (when the model
-    accepts `logits_to_keep`) and log pi = logit[o_t] - logsumexp(logits), so no (N, P+T, V)
-    log-softmax is built. Differentiable; `micro_batch` rows per forward bound the memory.
+    Forwards over concat(prompt, response) with positions cumsum(mask) - 1, as in generation,
+    each distinct prompt once per bucket (`_bucket_logits`). Rows are grouped into buckets of
+    similar length (`plan_buckets`, at most `micro_batch` rows each, None = no limit) and each
+    bucket is cut to its own longest prompt and response, so padding is barely computed.
+    Logits are formed only at the positions that predict a response token and log pi =
+    logit[o_t] - logsumexp(logits), so no (N, P+T, V) log-softmax is built. Differentiable.
     """
     n = len(rollouts)
     if micro_batch is None:
         micro_batch = max(n, 1)
     if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
         raise ValueError(f"micro_batch must be an integer >= 1 or None, got {micro_batch!r}")
-    ids = torch.cat([rollouts.prompt_ids, rollouts.response_ids], 1)  # (N, P+T)
-    attn = torch.cat([rollouts.prompt_mask, rollouts.response_mask], 1)  # (N, P+T)
-    pos = (attn.cumsum(1) - 1).clamp(min=0)  # (N, P+T)
-    t_len = rollouts.response_ids.shape[1]
-    if t_len == 0:
-        return torch.zeros((n, 0), device=ids.device)
-    keep = {"logits_to_keep": t_len + 1} if _accepts(model, "logits_to_keep") else {}
+    device = rollouts.response_ids.device
+    p_width, t_len = rollouts.prompt_ids.shape[1], rollouts.response_ids.shape[1]
+    if t_len == 0 or n == 0:
+        return torch.zeros((n, t_len), device=device)
+    p_lens = rollouts.prompt_mask.sum(1).cpu().numpy()  # (N,)
+    t_lens = rollouts.response_mask.sum(1).cpu().numpy()  # (N,)
+    buckets = plan_buckets(p_lens, t_lens, micro_batch, FORWARD_OVERHEAD_TOKENS)
+    can_keep = _accepts(model, "logits_to_keep")
     chunks = []
-    for lo in range(0, n, micro_batch):
-        sl = slice(lo, lo + micro_batch)
-        logits = model(input_ids=ids[sl], attention_mask=attn[sl], position_ids=pos[sl], **keep)
-        logits = logits.logits[:, -(t_len + 1) : -1].float()  # (B, T, V) predicts o_1..o_T
-        target = rollouts.response_ids[sl]  # (B, T)
-        picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
-        logp = picked - torch.logsumexp(logits, dim=-1)  # (B, T)
-        chunks.append(torch.where(rollouts.response_mask[sl].bool(), logp, 0.0))
-    return torch.cat(chunks)
+    for rows in buckets:
+        pw, tw = int(p_lens[rows].max()), int(t_lens[rows].max())
+        if tw == 0:
+            chunks.append(torch.zeros((len(rows), t_len), device=device))
+            continue
+        idx = torch.as_tensor(rows, device=device)
+        prompt = rollouts.prompt_ids[idx, p_width - pw :]  # (B, pw)
+        p_mask = rollouts.prompt_mask[idx, p_width - pw :]  # (B, pw)
+        target = rollouts.response_ids[idx, :tw]  # (B, tw)
+        resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
+        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep)
+        picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
+        logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
+        chunks.append(F.pad(logp, (0, t_len - tw)))  # (B, T)
+    order = torch.as_tensor(np.concatenate(buckets), device=device)  # (N,) sorted row of each
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(n, device=device)
+    return torch.cat(chunks)[inverse]  # (N, T)

@@ -8,7 +8,10 @@ the batch; bos and prompt tokens are context only. AdamW (decay on matrices only
     lr_t = lr (t+1)/W                                          for t < W = warmup_steps
     lr_t = lr (1 + cos(pi (t-W)/(steps-W))) / 2                 afterwards (cosine to 0),
 gradient norm clipped. Batches walk through seeded permutations of the corpus (epochs), so a run
-is a deterministic function of (task, initial model, config) on CPU.
+is a deterministic function of (task, initial model, config) on CPU. Each batch is cut into
+buckets of similar length (rollout.plan_buckets), each forwarded at its own width, whose
+gradients of sum(loss) / (batch's loss tokens) add up to the batch mean's: the gradient of one
+padded forward up to float rounding, without computing most of the padding.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
+from grpo_dial.rollout import FORWARD_OVERHEAD_TOKENS as OVERHEAD
+from grpo_dial.rollout import plan_buckets
 from grpo_dial.tasks.base import Task
 
 IGNORE = -100  # label of tokens outside the loss (F.cross_entropy's ignore_index)
@@ -175,6 +180,24 @@ def _batches(n: int, size: int, rng: np.random.Generator):
         yield take
 
 
+def _sum_loss(model, ids: Tensor, labels: Tensor, lengths: Tensor, rows, n_tokens: int) -> float:
+    """Backward of sum(-log pi over the loss tokens of `rows`) / n_tokens at the rows' own width
+    (their longest example): the batch's token mean, one bucket's share; returns that share."""
+    idx = torch.as_tensor(rows, device=ids.device)
+    width = int(lengths[idx].max())
+    x, y = ids[idx, :width], labels[idx, :width]  # (b, L)
+    attn = torch.arange(width, device=ids.device) < lengths[idx, None]  # (b, L)
+    logits = model(input_ids=x, attention_mask=attn.long()).logits
+    logits = logits[:, :-1].float()  # (b, L-1, V) predicts x[:, 1:]
+    target = y[:, 1:]  # (b, L-1)
+    loss = F.cross_entropy(
+        logits.flatten(0, 1), target.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
+    loss = loss / n_tokens
+    loss.backward()
+    return float(loss.detach())
+
+
 def warm_start(task: Task, model, tokenizer, config: WarmStartConfig) -> pd.DataFrame:
     """Train `model` in place on the task's demonstrations; returns the loss curve.
 
@@ -190,6 +213,9 @@ def warm_start(task: Task, model, tokenizer, config: WarmStartConfig) -> pd.Data
     ids, labels = ids.to(device), labels.to(device)
     # eos is the last real token and always in the loss: length = its position + 1
     lengths = (labels != IGNORE).long().cumsum(1).argmax(1) + 1  # (C,)
+    lengths_np = lengths.cpu().numpy()  # (C,)
+    zeros = np.zeros_like(lengths_np)
+    in_loss = (labels[:, 1:] != IGNORE).sum(1).cpu().numpy()  # (C,) loss tokens per example
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
         [
@@ -206,24 +232,20 @@ def warm_start(task: Task, model, tokenizer, config: WarmStartConfig) -> pd.Data
     bar = tqdm(range(config.steps), desc="warm start", disable=not config.progress)
     try:
         for step in bar:
-            idx = torch.tensor(next(batches), device=device)
-            width = int(lengths[idx].max())
-            x, y = ids[idx, :width], labels[idx, :width]  # (B, L)
-            attn = torch.arange(width, device=device) < lengths[idx, None]  # (B, L)
+            batch = np.asarray(next(batches))  # (B,)
             lr = lr_at(step, config)
             for group in opt.param_groups:
                 group["lr"] = lr
-            logits = model(input_ids=x, attention_mask=attn.long()).logits
-            logits = logits[:, :-1].float()  # (B, L-1, V) predicts x[:, 1:]
-            target = y[:, 1:]  # (B, L-1)
-            loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=IGNORE)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            n_tokens = int(in_loss[batch].sum())  # the batch's loss tokens: the mean's divisor
+            total = 0.0
+            for part in plan_buckets(zeros[batch], lengths_np[batch], len(batch), OVERHEAD):
+                total += _sum_loss(model, ids, labels, lengths, batch[part], n_tokens)
             if config.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
             opt.step()
-            tokens += int((target != IGNORE).sum())
-            rows.append((step, loss.item(), lr, tokens, time.perf_counter() - start))
+            tokens += n_tokens
+            rows.append((step, total, lr, tokens, time.perf_counter() - start))
             if step % 10 == 0:
                 bar.set_postfix(loss=f"{rows[-1][1]:.3f}", lr=f"{lr:.2e}")
     finally:
