@@ -3,10 +3,15 @@
 Saved with `save_pretrained`, the pair loads through `AutoTokenizer` / `AutoModelForCausalLM`
 exactly like a hub model, so every later stage takes a path or a hub id and never needs to know
 the policy is tiny. Token ids: <pad>=0, <bos>=1, <eos>=2, <unk>=3, then the alphabet in order.
+
+Real models: `load_policy` takes any causal LM with an attention implementation (default sdpa)
+and optional gradient checkpointing; `autocast` is the precision scheme of training (fp32 master
+weights and optimizer, forwards in bf16 under torch.autocast when precision is "bf16").
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -26,6 +31,7 @@ from grpo_dial.passrates import HUB_ID
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+PRECISIONS = ("fp32", "bf16")
 
 
 def build_char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
@@ -148,13 +154,21 @@ def _resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
 
 
 def load_policy(
-    path_or_id: str, device: str = "cpu", dtype: str | None = None
+    path_or_id: str,
+    device: str = "cpu",
+    dtype: str | None = None,
+    attn_implementation: str | None = "sdpa",
+    gradient_checkpointing: bool = False,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Any causal LM and its tokenizer from a local directory or a hub id, ready to sample.
 
-    dtype "bfloat16" / "float32" / None (bf16 on CUDA, fp32 elsewhere). The tokenizer pads on the
-    left and falls back to the eos token when it has no pad token; the model's generation config
-    gets the same pad id.
+    dtype "bfloat16" / "float32" / None (bf16 on CUDA, fp32 elsewhere). attn_implementation is
+    passed to from_pretrained ("sdpa", "eager", "flash_attention_2", ...; None = the model's
+    default). The tokenizer pads on the left and falls back to the eos token when it has no pad
+    token; the model's generation config gets the same pad id. The model comes back in eval mode;
+    with gradient_checkpointing (activations recomputed in backward, use_reentrant=False) it comes
+    back in train mode with every dropout set to 0, because Hugging Face checkpoints only in
+    train mode: the forward is then the eval-mode forward, with less memory.
     """
     text = str(path_or_id)
     if not Path(text).exists() and not HUB_ID.match(text):
@@ -168,7 +182,68 @@ def load_policy(
             raise ValueError(f"tokenizer of {text} has neither a pad nor an eos token")
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(text, dtype=torch_dtype).to(device)
+    attn = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(text, dtype=torch_dtype, **attn)
+    except ImportError as error:  # e.g. flash_attention_2 without the flash-attn package
+        raise ValueError(
+            f"attn_implementation={attn_implementation!r} is not usable here: "
+            f"{str(error).splitlines()[0]}"
+        ) from error
+    model = model.to(device)
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    else:
+        model.eval()
     return model, tokenizer
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Every nn.Dropout's p and every float `*dropout*` attribute of a module (the attention
+    probability dropout of Hugging Face attention layers) set to 0, as TRL's disable_dropout."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for name, value in list(vars(module).items()):
+            if "dropout" in name and isinstance(value, float):
+                setattr(module, name, 0.0)
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute activations in backward (non-reentrant), dropout off, model in train mode."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ValueError(
+            f"{type(model).__name__} does not support gradient checkpointing; "
+            "set train.gradient_checkpointing: false"
+        )
+    disable_dropout(model)
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    model.train()
+
+
+def is_checkpointing(model: torch.nn.Module) -> bool:
+    """Whether any layer of `model` recomputes its activations in backward."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+
+
+def autocast(precision: str, device: str) -> contextlib.AbstractContextManager:
+    """The forward-pass precision context: torch.autocast(bf16) for "bf16", nothing for "fp32".
+
+    Mixed precision: weights, gradients and optimizer state stay fp32 (AdamW steps of ~lr survive,
+    which bf16 weights would round away); inside the context matmuls run in bf16 and autocast keeps
+    softmax, logsumexp and norms in fp32. Allowed on CPU too (bf16 autocast works there, but is
+    usually slower than fp32: use it for tests, "fp32" for CPU runs).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision={precision!r} is not valid; choose one of {', '.join(PRECISIONS)}"
+        )
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)

@@ -18,12 +18,18 @@ from grpo_dial.stages import read_table, write_table
 log = logging.getLogger("grpo_dial")
 
 
-def _threads(params: Mapping) -> None:
-    """Pin torch to the job's threads so parallel jobs do not fight over the cores."""
+def _prepare_job(params: Mapping) -> Mapping:
+    """Pin torch to the job's threads so parallel jobs do not fight over the cores; a bare
+    "cuda" device becomes a GPU claimed for this job (grpo_dial.devices)."""
     import torch
+
+    from grpo_dial.devices import resolve_device
 
     if params.get("threads"):
         torch.set_num_threads(int(params["threads"]))
+    if "device" in params:
+        return {**params, "device": resolve_device(params["device"])}
+    return params
 
 
 def _base_model(input: Mapping, params: Mapping) -> str:
@@ -44,7 +50,7 @@ def warm_start(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.warm_start import WarmStartConfig
     from grpo_dial.warm_start import warm_start as run_warm_start
 
-    _threads(params)
+    params = _prepare_job(params)
     task = _task(params)
     tokenizer = build_char_tokenizer(task.alphabet)
     model = build_tiny_llama(PolicySpec(**params["spec"]), tokenizer, seed=params["model_seed"])
@@ -63,10 +69,14 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
     from grpo_dial.passrates import write_passrates
     from grpo_dial.policy import load_policy
 
-    _threads(params)
+    params = _prepare_job(params)
     task = _task(params)
     settings = params["pass_rates"]
-    model, tokenizer = load_policy(_base_model(input, params), device=params["device"])
+    model, tokenizer = load_policy(
+        _base_model(input, params),
+        device=params["device"],
+        attn_implementation=params.get("attn_implementation", "sdpa"),
+    )
     problems = task.problems("train", settings["pool"], settings["seed"])
     table = estimate(
         model,
@@ -117,6 +127,7 @@ def _train_config(params: Mapping, lr_scale: float = 1.0):
         train_pool=params["pass_rates"]["pool"],
         pool_seed=params["pass_rates"]["seed"],
         seed=int(params.get("seed", 0)),
+        attn_implementation=params.get("attn_implementation", "sdpa"),
         device=params["device"],
         lr_scale=lr_scale,
     )
@@ -140,11 +151,14 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.policy import load_policy
     from grpo_dial.trainer import calibration_update_norm
 
-    _threads(params)
+    params = _prepare_job(params)
     task = _task(params)
     # float32 like the training run: bf16 weights would round away AdamW steps of size ~lr
     model, tokenizer = load_policy(
-        _base_model(input, params), device=params["device"], dtype="float32"
+        _base_model(input, params),
+        device=params["device"],
+        dtype="float32",
+        attn_implementation=params.get("attn_implementation", "sdpa"),
     )
     dial = _dial(params)
     norm = calibration_update_norm(model, tokenizer, task, dial, _train_config(params))
@@ -157,7 +171,7 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.passrates import read_passrates
     from grpo_dial.trainer import lr_match_factor, train_run
 
-    _threads(params)
+    params = _prepare_job(params)
     scale = 1.0
     if "calibration" in input:
         arm = float(read_table(input["calibration"])["update_norm"].iloc[0])

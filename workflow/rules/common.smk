@@ -82,7 +82,13 @@ CONFIGURED_TABLE_PATTERN = "|".join(re.escape(name) for name in config["passrate
 # ------------------------------------------------------------------ policy and training
 GPU = 1 if config["model"]["device"].startswith("cuda") else 0
 TINY = config["model"]["base"] == "tiny"
-BASE_MODEL = f"{RESULTS}/policy/base" if TINY else []  # a job input only when we build it
+# model.base names the workflow builds (rule warm_start, rules in models.smk) -> their output;
+# any other value is a local path or hub id used as given.
+BUILT_MODELS = {
+    "tiny": f"{RESULTS}/policy/base",
+    "smollm2": f"{RESULTS}/models/smollm2-135m-instruct",
+}
+BASE_MODEL = BUILT_MODELS.get(config["model"]["base"], [])  # a job input only when we build it
 LR_MATCH = config["train"]["lr_match"]
 if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
     raise WorkflowError(
@@ -100,7 +106,7 @@ def train_params(wildcards):
 def train_inputs(wildcards):
     """Base model, its pass rates and, with lr matching, this arm's and the reference's calibration."""
     inputs = {"passrates": f"{RESULTS}/passrates/{POLICY_TABLE}.parquet"}
-    if TINY:
+    if BASE_MODEL:
         inputs["model"] = BASE_MODEL
     if LR_MATCH["enabled"]:
         inputs["calibration"] = f"{RESULTS}/train/{wildcards.dial}/lr_calibration.csv"

@@ -39,6 +39,7 @@ rule estimate_pass_rates:
         task=config["task"],
         model=config["model"]["base"],
         device=config["model"]["device"],
+        attn_implementation=config["model"]["attn_implementation"],
         pass_rates=config["pass_rates"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -63,6 +64,7 @@ rule calibrate_lr:
         task=config["task"],
         model=config["model"]["base"],
         device=config["model"]["device"],
+        attn_implementation=config["model"]["attn_implementation"],
         dial=lambda wildcards: config["dials"][wildcards.dial],
         train=train_params,
         allocation=config["train"]["allocation"],
@@ -96,6 +98,7 @@ rule train:
         task=config["task"],
         model=config["model"]["base"],
         device=config["model"]["device"],
+        attn_implementation=config["model"]["attn_implementation"],
         dial=lambda wildcards: config["dials"][wildcards.dial],
         train=train_params,
         allocation=config["train"]["allocation"],
