@@ -2,8 +2,8 @@
 
 The state is two arrays over the pool: discounted counts of correct (a) and wrong (b) responses.
 Prior: a0 = s p_hat, b0 = s (1 - p_hat) from the base policy's pass-rate table, with strength
-s = min(prior_strength, n) pseudo-responses (n = the table's samples of that prompt, when listed); a prompt the
-table does not list starts at a0 = b0 = 0 (no evidence).
+s = min(prior_strength, n) pseudo-responses (n = the table's samples of that prompt, when the table
+has an n column); a prompt the table does not list starts at a0 = b0 = 0 (no evidence).
 Update, when a step observes k correct of n responses to a prompt (all its groups that step):
     a <- decay a + k,   b <- decay b + (n - k)
 so evidence from an older policy fades geometrically (decay = 1 keeps every response; the

@@ -141,7 +141,24 @@ class TrainConfig:
     micro_batch: int | None = _opt(
         None, "Rows per forward when computing log-probs (memory bound); None = whole batch."
     )
+    generation_batch: int | None = _opt(
+        None,
+        "Rows per decode call when sampling (memory bound on real models); None = the whole "
+        "batch. Another value draws other (equally distributed) samples from the same seed.",
+    )
     progress: bool = _opt(True, "Show a tqdm bar over steps.")
+    precision: Literal["fp32", "bf16"] = _opt(
+        "fp32",
+        "'bf16': forwards (generation, log-probs, evaluation) under torch.autocast(bfloat16) "
+        "with fp32 master weights and optimizer (policy.autocast); the GPU setting. 'fp32' "
+        "everywhere else (bf16 autocast runs on CPU too, but slower).",
+    )
+    gradient_checkpointing: bool = _opt(
+        False, "Recompute activations in backward (less memory, ~30% more compute) for big models."
+    )
+    attn_implementation: str | None = _opt(
+        "sdpa", "Attention kernel passed to from_pretrained ('sdpa', 'eager', 'flash_attention_2')."
+    )
 
     def __post_init__(self) -> None:
         ints = {
@@ -165,6 +182,8 @@ class TrainConfig:
             _int(name, getattr(self, name), lo)
         if self.micro_batch is not None:
             _int("micro_batch", self.micro_batch, 1)
+        if self.generation_batch is not None:
+            _int("generation_batch", self.generation_batch, 1)
         for name in ("lr", "lr_scale"):
             _real(name, getattr(self, name), 0.0, strict=True)
         _int("g_min", self.g_min, 1)
@@ -199,6 +218,18 @@ class TrainConfig:
             raise ValueError(f"device must be a torch device string, got {self.device!r}")
         if not isinstance(self.progress, bool):
             raise ValueError(f"progress must be a bool, got {self.progress!r}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision={self.precision!r} is not valid; choose one of fp32, bf16")
+        if not isinstance(self.gradient_checkpointing, bool):
+            raise ValueError(
+                f"gradient_checkpointing must be a bool, got {self.gradient_checkpointing!r}"
+            )
+        if self.attn_implementation is not None and not (
+            isinstance(self.attn_implementation, str) and self.attn_implementation
+        ):
+            raise ValueError(
+                f"attn_implementation must be a name or None, got {self.attn_implementation!r}"
+            )
 
     def resume_key(self) -> dict[str, object]:
         """The fields a checkpoint must match to be resumed (all but RESUME_FREE)."""

@@ -39,6 +39,7 @@ from torch import Tensor
 from grpo_dial import advantage
 from grpo_dial import train_records as rec
 from grpo_dial.advantage import Dial, group_stats, keep_mask, make_aggregator, silent_groups
+from grpo_dial.policy import autocast
 from grpo_dial.rollout import Rollouts, concat, generate_groups, response_logprobs
 from grpo_dial.tasks.base import Problem, Task
 from grpo_dial.train_config import TrainConfig
@@ -127,6 +128,7 @@ def sample_batch(
             config.max_new_tokens,
             config.temperature,
             generator,
+            generation_batch=config.generation_batch,
         )
         parts.append(part)
         scored.append(score(task, part))
@@ -175,6 +177,21 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.O
     return torch.optim.AdamW(params, lr=lr, betas=config.betas, weight_decay=config.weight_decay)
 
 
+def _active_logprobs(
+    model: torch.nn.Module, train: Rollouts, micro_batch: int | None, active: Tensor | None
+) -> Tensor:
+    """response_logprobs (B, T) with rows outside `active` (B,) bool left at 0 and not
+    forwarded; None or all True: every row."""
+    if active is None or bool(active.all()):
+        return response_logprobs(model, train, micro_batch)
+    full = torch.zeros(train.response_ids.shape, device=train.response_ids.device)  # (B, T)
+    rows = active.nonzero().squeeze(1)  # (B',)
+    if len(rows) == 0:
+        return full
+    part = response_logprobs(model, train.select(rows), micro_batch)  # (B', T)
+    return full.index_put((rows,), part)  # (B, T), differentiable in part
+
+
 def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -185,16 +202,22 @@ def policy_update(
     ref_logp: Tensor | None = None,
 ) -> UpdateResult:
     """updates_per_batch optimizer steps on policy_loss (+ kl_coef * KL); skips, and reports,
-    a non-finite loss or gradient."""
+    a non-finite loss or gradient.
+
+    Without KL, rows with A = 0 (silent groups kept by GRPO / Dr. GRPO) have surrogate 0 and
+    gradient 0 at every ratio, so only the other rows are forwarded (`_active_logprobs`); the
+    loss keeps every row in its normalizer, so loss and gradient are those of the full batch."""
     if len(train) == 0:
         return UpdateResult(math.nan, math.nan, math.nan, True)
     params = [p for p in model.parameters() if p.requires_grad]
     aggregate = make_aggregator(dial)
     mask = train.response_mask  # (B, T)
     adv = adv.to(mask.device)  # (B,)
+    active = (adv != 0) if ref_logp is None else None  # (B,) rows that carry a gradient
     old_logp, losses, norms, kl_first = None, [], [], math.nan
     for _ in range(config.updates_per_batch):
-        logp = response_logprobs(model, train, config.micro_batch)  # (B, T)
+        with autocast(config.precision, config.device):  # forward only; fp32 master weights
+            logp = _active_logprobs(model, train, config.micro_batch, active)  # (B, T)
         if old_logp is None:
             old_logp = logp.detach()  # the sampling policy's: ratio 1 on the first update
         loss = advantage.policy_loss(logp, old_logp, adv, mask, dial)
@@ -204,7 +227,11 @@ def policy_update(
             kl_first = float(kl.detach()) if math.isnan(kl_first) else kl_first
             loss = loss + config.kl_coef * kl
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if loss.requires_grad:
+            loss.backward()
+        else:  # every row silent: a zero gradient, which AdamW still steps on (momentum)
+            for p in params:
+                p.grad = torch.zeros_like(p)
         norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip or math.inf)
         losses.append(float(loss.detach()))
         norms.append(float(norm))
@@ -250,6 +277,7 @@ def evaluate(
                 config.max_new_tokens,
                 temperature,
                 generator=generator,
+                generation_batch=config.generation_batch,
             )
             correct.append(score(task, ro)[0].cpu().numpy())
             lengths.append(rec.lengths_of(ro.texts))
@@ -288,7 +316,8 @@ def calibration_update_norm(
     """update_norm on the run's own first batch (same pool, seed and sampling as step 1)."""
     pool = task.problems("train", config.train_pool, config.pool_seed)
     rng, generator = sampling_rngs(config)
-    batch = sample_batch(model, tokenizer, task, pool, dial, config, rng, generator)
+    with autocast(config.precision, config.device):
+        batch = sample_batch(model, tokenizer, task, pool, dial, config, rng, generator)
     return update_norm(model, batch, dial, config)
 
 

@@ -4,17 +4,19 @@ Each step, in order (each a separate call): `sample_batch` (generate G responses
 prompts_per_step prompts and score them with the task's verifier, refilling dropped silent groups
 for DAPO), `advantage.advantages`, the identity probe (every identity_every steps, on-policy,
 before the update), `policy_update` (advantage.policy_loss, optional KL, clipping, optimizer
-step), then records, held-out evaluation and the checkpoint. The parts and their departures
-from the textbook algorithm are in grpo_dial.train_step; records in grpo_dial.train_records;
-checkpoints in grpo_dial.checkpoint.
+step), then records, held-out evaluation and the checkpoint. With allocation 'adaptive' the
+responses per prompt come from grpo_dial.allocation on the running pass-rate estimates of
+grpo_dial.passrate_tracker (updated after sampling, every step, whatever the allocation). The
+parts and their departures from the textbook algorithm are in grpo_dial.train_step; records in
+grpo_dial.train_records; checkpoints in grpo_dial.checkpoint.
 
 The policy (and the frozen base for KL) is loaded in float32 on every device, so AdamW steps of
 size ~lr are not rounded away as they would be in bf16 weights.
 
 Resume is exact on the same device and thread count: the checkpoint holds the model, the
-optimizer and every RNG at a step boundary, no step draws randomness from anywhere else, and
-evaluation (greedy) and the probe draw none, so a resumed run repeats the uninterrupted one's
-steps bit for bit.
+optimizer, the pass-rate counts and every RNG at a step boundary, no step draws randomness from
+anywhere else, and evaluation (greedy) and the probe draw none, so a resumed run repeats the
+uninterrupted one's steps bit for bit.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from grpo_dial.passrate_tracker import (
     tracker_unanimous,
     tracker_update,
 )
+from grpo_dial.policy import autocast
 from grpo_dial.rollout import response_logprobs
 from grpo_dial.tasks.base import Problem, Task
 from grpo_dial.train_config import TrainConfig
@@ -139,11 +142,19 @@ def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rat
     from grpo_dial.policy import load_policy
 
     # float32 weights on every device: bf16 would round away AdamW steps of size ~lr.
-    model, tokenizer = load_policy(str(base_model_dir), device=config.device, dtype="float32")
-    model.eval()
+    # Eval mode, or train mode with dropout off under gradient checkpointing (load_policy).
+    model, tokenizer = load_policy(
+        str(base_model_dir),
+        device=config.device,
+        dtype="float32",
+        attn_implementation=config.attn_implementation,
+        gradient_checkpointing=config.gradient_checkpointing,
+    )
     ref_model = None
     if config.kl_coef > 0:
-        ref_model = load_policy(str(base_model_dir), config.device, "float32")[0].eval()
+        ref_model = load_policy(
+            str(base_model_dir), config.device, "float32", config.attn_implementation
+        )[0].eval()
         ref_model.requires_grad_(False)
     pool = task.problems("train", config.train_pool, config.pool_seed)
     heldout = task.problems("heldout", config.heldout_prompts, config.pool_seed)
@@ -231,9 +242,10 @@ def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> 
                 unanimous_policy=config.unanimous,
             )
 
-    batch = sample_batch(
-        run.model, run.tokenizer, task, run.pool, dial, config, run.rng, run.generator, allocate
-    )
+    with autocast(config.precision, config.device):
+        batch = sample_batch(
+            run.model, run.tokenizer, task, run.pool, dial, config, run.rng, run.generator, allocate
+        )
     ids = [p.prompt_id for p in run.pool]
     run.records["allocation"].append(
         rec.allocation_chunk(step, batch, ids, run.bands, estimate, unanimous)
@@ -252,7 +264,7 @@ def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> 
         t0 += time.perf_counter() - t_probe  # wall_seconds excludes the probe
     ref_logp = None
     if run.ref_model is not None and len(train):
-        with torch.no_grad():
+        with torch.no_grad(), autocast(config.precision, config.device):
             ref_logp = response_logprobs(run.ref_model, train, config.micro_batch)  # (B, T)
     result = policy_update(
         run.model, run.optimizer, train, adv[batch.trained], dial, config, ref_logp
@@ -320,9 +332,10 @@ def train_run(
     start = _resume(run, path, config)
     if start is None:
         start = 0
-        run.records["evals"].append(
-            evaluate(run.model, run.tokenizer, task, run.heldout, config, 0)
-        )
+        with autocast(config.precision, config.device):
+            run.records["evals"].append(
+                evaluate(run.model, run.tokenizer, task, run.heldout, config, 0)
+            )
     bar = tqdm(
         range(start + 1, config.steps + 1),
         initial=start,
@@ -338,7 +351,8 @@ def train_run(
             acc=f"{last['accuracy'][0]:.2f}", silent=f"{last['silent_fraction'][0]:.2f}"
         )
         if _due(step, config.eval_every, config.steps):
-            chunk = evaluate(run.model, run.tokenizer, task, run.heldout, config, step)
+            with autocast(config.precision, config.device):
+                chunk = evaluate(run.model, run.tokenizer, task, run.heldout, config, step)
             run.records["evals"].append(chunk)
             accuracy = dict(
                 zip(
