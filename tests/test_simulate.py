@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import replace
 
@@ -230,15 +231,18 @@ def test_summarize_extreme_mass_and_threshold_by_hand():
     assert row["steps_to_mean_p_0_9"] == 0
 
 
-def test_draw_initial_p_and_simulate_use_the_same_draw():
+def test_draw_initial_p_and_simulate_use_the_same_draw(caplog):
     table = pd.DataFrame({"p_hat": [0.0, 0.25, 0.5, 1.0]})
     cfg = SimulationConfig(n_prompts=1000, steps=1, arms=("grpo",), interior_only=False)
     p = draw_initial_p(table, cfg)
     assert p.shape == (1000,) and set(np.unique(p)) == {0.0, 0.25, 0.5, 1.0}
     interior = draw_initial_p(table, replace(cfg, interior_only=True))
     assert set(np.unique(interior)) == {0.25, 0.5}
-    with pytest.raises(ValueError, match="strictly between 0 and 1"):
-        draw_initial_p(pd.DataFrame({"p_hat": [0.0, 1.0]}), replace(cfg, interior_only=True))
+    # a table without interior pass rates (a weak model) falls back to all of them, with a warning
+    with caplog.at_level(logging.WARNING, logger="grpo_dial"):
+        only_ends = pd.DataFrame({"p_hat": [0.0, 1.0]})
+        extreme = draw_initial_p(only_ends, replace(cfg, interior_only=True))
+    assert set(np.unique(extreme)) == {0.0, 1.0} and "strictly between 0 and 1" in caplog.text
     np.testing.assert_array_equal(p, draw_initial_p(table["p_hat"].to_numpy(), cfg))
     # every value drawn about equally often (multinomial, 4 sd)
     counts = np.unique(p, return_counts=True)[1]

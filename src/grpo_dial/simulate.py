@@ -23,6 +23,7 @@ Departures from the paper's script, on purpose:
   0 < p < 1 is kept (`interior_only`) and p is clipped to [0.02, 0.98] (`p_clip`). With
   `interior_only=False` never/always-solved prompts enter too: they start almost silent (a group
   is informative with probability ~G p_clip) and barely move, which lowers the hardest quartile.
+  A table with no interior pass rate at all (a weak real model) is used whole, with a warning.
 - common random numbers: every arm gets fresh generators from the same seed, one stream for the
   first round of groups and one for DAPO's redraws, so at step 0 all arms see identical groups and
   the first-round stream never drifts out of step because DAPO drew more.
@@ -34,6 +35,7 @@ Departures from the paper's script, on purpose:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -45,6 +47,8 @@ from tqdm.auto import tqdm
 
 from grpo_dial.advantage import Dial, group_update, preset
 from grpo_dial.theory import expected_signal, silent_rate
+
+log = logging.getLogger("grpo_dial")
 
 ARMS = ("grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched")
 _ARM_PRESET = {
@@ -161,9 +165,15 @@ def draw_initial_p(pass_rates: pd.DataFrame | np.ndarray, config: SimulationConf
     pool = np.asarray(pass_rates, dtype=float)  # (n,)
     _check_p(pool, "pass rates")
     if config.interior_only:
-        pool = pool[(pool > 0) & (pool < 1)]
-        if pool.size == 0:
-            raise ValueError("no pass rate strictly between 0 and 1 to draw from (interior_only)")
+        interior = pool[(pool > 0) & (pool < 1)]
+        if interior.size == 0:  # e.g. a weak real model: every prompt always or never solved
+            log.warning(
+                "no pass rate strictly between 0 and 1 to draw from (interior_only): drawing from "
+                "all %d pass rates instead, clipped to [p_clip, 1 - p_clip]",
+                pool.size,
+            )
+        else:
+            pool = interior
     rng = np.random.default_rng(_streams(config.seed)[0])
     return pool[rng.integers(0, pool.size, config.n_prompts)]  # (J,)
 
