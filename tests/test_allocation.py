@@ -214,7 +214,7 @@ def test_uniform_allocation_reproduces_the_plain_loop(base_dir, tmp_path):
 
 
 def test_adaptive_run_spends_the_budget_and_records_where(base_dir, tmp_path):
-    config = replace(CFG, allocation="adaptive", g_min=2, g_max=10, steps=4)
+    config = replace(CFG, group_allocation="adaptive", g_min=2, g_max=10, steps=4)
     table = pd.DataFrame(
         {"prompt_id": [p.prompt_id for p in FakeTask().problems("train", 12, 0)],
          "p_hat": np.tile([0.0, 0.05, 0.5, 0.9], 3), "n": 32}
@@ -240,7 +240,9 @@ def test_adaptive_run_spends_the_budget_and_records_where(base_dir, tmp_path):
 
 
 def test_adaptive_resume_is_exact(base_dir, tmp_path, caplog):
-    config = replace(CFG, allocation="adaptive", steps=4, checkpoint_every=1, tracker_decay=0.7)
+    config = replace(
+        CFG, group_allocation="adaptive", steps=4, checkpoint_every=1, tracker_decay=0.7
+    )
     dial = preset("grpo")
     full, m_full = _run(base_dir, tmp_path / "full", dial, config)
 
@@ -266,8 +268,8 @@ def test_adaptive_resume_is_exact(base_dir, tmp_path, caplog):
 
 
 def test_config_rejects_bad_allocation_settings():
-    with pytest.raises(ValueError, match="allocation='every' is not valid"):
-        TrainConfig(allocation="every")
+    with pytest.raises(ValueError, match="group_allocation='every' is not valid"):
+        TrainConfig(group_allocation="every")
     with pytest.raises(ValueError, match="g_max must be an integer >= 4"):
         TrainConfig(g_min=4, g_max=3)
     with pytest.raises(ValueError, match="tracker_decay must be in"):

@@ -60,7 +60,7 @@ def test_gpu_config_dry_run_lists_the_expected_jobs(gpu_dry_run):
     result = gpu_dry_run
     jobs = planned_jobs(result.stdout)
     runs = len({**default["dials"], **gpu["dials"]}) * len(gpu["train"]["seeds"])
-    assert runs == 15
+    assert runs == 18  # the presets, the single-factor arms and grpo_adaptive, 3 seeds
     assert jobs["convert_smollm"] == 1  # model.base: smollm2 is converted, not warm-started
     assert "warm_start" not in jobs and "calibrate_lr" not in jobs
     assert jobs["estimate_pass_rates"] == 1
@@ -81,7 +81,7 @@ def test_gpu_config_dry_run_lists_the_expected_jobs(gpu_dry_run):
 def test_larger_hub_model_config_plans_its_runs_without_building_a_model():
     result = dry_run("--configfile", "config/qwen_bigmath.yaml", "--cores", "4")
     jobs = planned_jobs(result.stdout)
-    assert jobs["train"] == 15 and jobs["estimate_pass_rates"] == 1
+    assert jobs["train"] == 18 and jobs["estimate_pass_rates"] == 1
     assert "convert_smollm" not in jobs and "warm_start" not in jobs  # a hub id, used as given
     assert jobs["passrates"] >= 2  # Big-Math's own table joins the analysis half
     trains = [r for rule, r in job_resources(result.stdout) if rule == "train"]
@@ -267,7 +267,7 @@ def test_gpu_check_arguments_and_reduced_chain(tmp_path, capsys):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = planned_jobs(result.stdout)
-    assert jobs["train"] == len(config["dials"]) == 5 and jobs["convert_smollm"] == 1
+    assert jobs["train"] == len(config["dials"]) == 6 and jobs["convert_smollm"] == 1
     assert str(tmp_path / "chain" / "train" / "grpo" / "seed0") in result.stdout
 
 

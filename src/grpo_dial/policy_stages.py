@@ -114,7 +114,7 @@ def _allocation(params: Mapping) -> dict:
     dial = params.get("dial") or {}
     settings = {**(params.get("allocation") or {}), **(dial.get("allocation") or {})}
     fields = {ALLOCATION_FIELDS[k]: v for k, v in settings.items()}
-    return {"allocation": dial.get("group_size", "uniform"), **fields}
+    return {"group_allocation": dial.get("group_size", "uniform"), **fields}
 
 
 def _train_config(params: Mapping, lr_scale: float = 1.0):

@@ -34,10 +34,10 @@ class TrainConfig:
     group_size: int = _opt(
         8,
         "G responses per prompt. Fidelity of the per-prompt signal is ~1 - 1/(8 G p(1-p)) "
-        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With allocation 'adaptive' the "
+        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With group_allocation 'adaptive' the "
         "batch's budget is prompts_per_step x group_size responses.",
     )
-    allocation: Literal["uniform", "adaptive"] = _opt(
+    group_allocation: Literal["uniform", "adaptive"] = _opt(
         "uniform",
         "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
         "the closed forms on running pass-rate estimates (grpo_dial.allocation).",
@@ -192,7 +192,7 @@ class TrainConfig:
         if not (_is_real(self.tracker_decay) and 0 < self.tracker_decay <= 1):
             raise ValueError(f"tracker_decay must be in (0, 1], got {self.tracker_decay!r}")
         choices = {
-            "allocation": ("uniform", "adaptive"),
+            "group_allocation": ("uniform", "adaptive"),
             "allocation_signal": ("grpo", "dr_grpo", "nonsilent"),
             "unanimous": ("skip", "minimum"),
         }

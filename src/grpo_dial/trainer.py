@@ -4,7 +4,7 @@ Each step, in order (each a separate call): `sample_batch` (generate G responses
 prompts_per_step prompts and score them with the task's verifier, refilling dropped silent groups
 for DAPO), `advantage.advantages`, the identity probe (every identity_every steps, on-policy,
 before the update), `policy_update` (advantage.policy_loss, optional KL, clipping, optimizer
-step), then records, held-out evaluation and the checkpoint. With allocation 'adaptive' the
+step), then records, held-out evaluation and the checkpoint. With group_allocation 'adaptive' the
 responses per prompt come from grpo_dial.allocation on the running pass-rate estimates of
 grpo_dial.passrate_tracker (updated after sampling, every step, whatever the allocation). The
 parts and their departures from the textbook algorithm are in grpo_dial.train_step; records in
@@ -228,14 +228,14 @@ def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> 
     t0 = time.perf_counter()
     estimate, unanimous = tracker_estimate(*run.tracker), tracker_unanimous(*run.tracker)  # (J,)
     allocate = None
-    if config.allocation != "uniform":
+    if config.group_allocation != "uniform":
 
         def allocate(index: np.ndarray) -> np.ndarray:
             return allocate_groups(
                 estimate[index],
                 unanimous[index],
                 config.group_size,
-                allocation=config.allocation,
+                allocation=config.group_allocation,
                 signal=config.allocation_signal,
                 g_min=config.g_min,
                 g_max=config.g_max,
