@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_dial import rollout
+from grpo_dial import lean_llama, rollout
 from grpo_dial.policy import PolicySpec, build_char_tokenizer, build_tiny_llama
 from grpo_dial.rollout import (
     Rollouts,
@@ -385,3 +385,118 @@ def test_update_without_silent_rows_equals_the_full_batch_update(model, tok, mon
     assert min(moved) > 1e-3  # four steps of lr 1e-2 each
     for a, b in zip(fast.parameters(), plain.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-4)  # Adam scales float noise of tiny gradients
+
+
+# --------------------------------------------------------------------------- lean decode
+
+
+def _gqa_llama(tok, attn="sdpa"):
+    """A tiny Llama with grouped-query attention (4 query heads on 2 key/value heads) and
+    biases in every projection."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, attn_implementation=attn, attention_bias=True,
+        mlp_bias=True,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        m = LlamaForCausalLM(config).eval()
+        with torch.no_grad():
+            for module in m.modules():
+                if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                    module.bias.normal_(0.0, 0.2)  # initialized to 0: make them matter
+    return m
+
+
+def _record_logits(monkeypatch, lean: bool):
+    """Run generation with (lean) or without the lean step; return the logits of every step."""
+    seen = []
+    sample = rollout._sample
+
+    def spy(logits, *args):
+        seen.append(logits.detach().clone())
+        return sample(logits, *args)
+
+    monkeypatch.setattr(rollout, "_sample", spy)
+    if not lean:
+        monkeypatch.setattr(lean_llama, "applies", lambda model: False)
+    return seen
+
+
+@pytest.mark.parametrize("which", ["mha", "gqa"])
+@pytest.mark.parametrize("texts", [PROMPTS, ["12+3=", "45+6=", "78-9="]])  # padded, unpadded
+def test_lean_decode_equals_the_generic_forward(model, tok, monkeypatch, which, texts):
+    m = model if which == "mha" else _gqa_llama(tok)
+    m.eval()
+    assert lean_llama.applies(m)
+    runs = []
+    for lean in (True, False):
+        seen = _record_logits(monkeypatch, lean)
+        gen = torch.Generator().manual_seed(21)
+        runs.append((generate_groups(m, tok, _problems(texts), 5, 20, generator=gen), seen))
+        monkeypatch.undo()
+    (a, la), (b, lb) = runs
+    assert 0 < a.finished.sum() < len(a)  # rows finish and leave the batch mid-way
+    for field in ("response_ids", "response_mask", "finished"):
+        assert torch.equal(getattr(a, field), getattr(b, field))
+    assert len(la) == len(lb) == a.response_ids.shape[1]
+    for x, y in zip(la, lb, strict=True):
+        assert x.shape == y.shape and torch.allclose(x, y, atol=1e-5, rtol=0)
+
+
+def test_lean_forward_only_where_it_is_exact(model, tok):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    applies = lean_llama.applies
+    assert applies(model) and applies(_gqa_llama(tok, attn="eager"))  # the same math
+    assert not applies(_gqa_llama(tok, attn="flex_attention"))  # other attention kernels
+    hooked = _gqa_llama(tok)
+    handle = hooked.model.layers[1].self_attn.register_forward_hook(lambda mod, inp, out: out)
+    assert not applies(hooked)  # a hook on a bypassed module
+    handle.remove()
+    seen = []
+    handle = hooked.model.layers[0].self_attn.k_proj.register_forward_hook(
+        lambda mod, inp, out: seen.append(1)
+    )
+    assert applies(hooked)  # modules it calls keep their hooks
+    generate_groups(hooked, tok, _problems(), 2, 4, generator=torch.Generator().manual_seed(0))
+    assert len(seen) >= 4  # prefill and every decode step
+    handle.remove()
+    hooked.config.attention_dropout = 0.1
+    assert not applies(hooked)  # dropout in training mode
+    qwen = Qwen2ForCausalLM(
+        Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=48,
+                    num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
+    )  # fmt: skip
+    assert not applies(qwen)  # other architectures keep their own forward
+    gen = torch.Generator().manual_seed(0)
+    r = generate_groups(qwen, tok, _problems(), 2, 6, generator=gen)
+    assert r.response_ids.shape[0] == 6
+
+
+@pytest.mark.parametrize("which", ["mha", "gqa"])
+def test_lean_logprobs_and_gradients_equal_the_generic_forward(model, tok, monkeypatch, which):
+    import copy
+
+    m = model if which == "mha" else _gqa_llama(tok)
+    probs = _problems(["7=", "12+3=", "7=", "99*9-14="])  # shared and left-padded prompts
+    r = _sample(m, tok, problems=probs, g=[3, 2, 2, 3], max_new=16, seed=12)
+    assert r.response_mask.sum(1).unique().numel() > 2  # right padding too
+    runs = []
+    for lean in (True, False):
+        if not lean:
+            monkeypatch.setattr(lean_llama, "applies", lambda model: False)
+        clone = copy.deepcopy(m)
+        weights = torch.linspace(-1, 1, r.response_ids.numel()).view(r.response_ids.shape)
+        lp = response_logprobs(clone, r, micro_batch=4)
+        (lp * weights).sum().backward()
+        runs.append((lp.detach(), [p.grad for p in clone.parameters()]))
+        monkeypatch.undo()
+    (a, ga), (b, gb) = runs
+    assert torch.allclose(a, b, atol=1e-5, rtol=0)
+    for x, y in zip(ga, gb, strict=True):
+        assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)

@@ -9,7 +9,8 @@ positions, in differentiable forwards over concat(prompt, response).
 
 Fast paths, each exact: a prompt is prefilled (and, for the log-probs, forwarded) once per group
 and its cache repeated; finished rows leave the decode batch; log-prob forwards run on buckets of
-similar length cut to their own width (`plan_buckets`), so padding is barely computed.
+similar length cut to their own width (`plan_buckets`), so padding is barely computed; Llama
+models run both through `lean_llama` (the same numbers without the generic forward's overhead).
 
 All randomness comes from the `generator` passed in: the same generator state, model, inputs and
 generation_batch give the same rollouts (on the same device and thread count).
@@ -26,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from grpo_dial import lean_llama
 from grpo_dial.tasks.base import Problem
 
 
@@ -197,8 +199,8 @@ def generate_groups(
     was_training = model.training
     model.eval()
     parts = []
-    try:
-        with torch.no_grad():
+    try:  # inference mode: no autograd bookkeeping; torch.cat below returns normal tensors
+        with torch.inference_mode():
             n = len(owner)
             step = n if generation_batch is None else generation_batch
             for lo in range(0, n, step):
@@ -286,18 +288,38 @@ def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generato
     Returns response ids (N, T), response mask (N, T), finished (N,), N = sum(counts). The
     prompts are prefilled once and their cache rows repeated; decode row r is original row
     rows[r]; when a fraction >= COMPACT_AT of the decode rows has finished they are dropped from
-    the cache, the mask and the positions, so later steps compute only live rows."""
+    the cache, the mask and the positions, so later steps compute only live rows. Llama models
+    prefill with `lean_llama.forward` and decode with `lean_llama.decode_logits` on
+    preallocated key/value buffers (same numbers to float rounding), others with the model's
+    own forward and cache."""
     device = prompt.device
     n = int(counts.sum())
     keep = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
     # transformers >= 5.2x names the cache argument `cache`; older versions `past_key_values`.
     cache_arg = "cache" if _accepts(model, "cache") else "past_key_values"
     pos = (p_mask.cumsum(1) - 1).clamp(min=0)  # (M, P)
-    out = model(input_ids=prompt, attention_mask=p_mask, position_ids=pos, use_cache=True, **keep)
     expand = torch.arange(len(counts), device=device).repeat_interleave(counts.to(device))  # (N,)
-    cache, logits = _cache_of(out), out.logits[:, -1]  # (M, V)
-    if len(counts) != n:
-        cache, logits = _select_rows(cache, expand), logits[expand]  # (N, V)
+    lean = lean_llama.applies(model)
+    width = prompt.shape[1]
+    if lean:  # prefill, then key/value buffers of every slot the loop can reach
+        last, kv = lean_llama.forward(model, prompt, pos, p_mask, keep_last=True)
+        logits, keys, values = last[:, -1], [], []  # (M, V)
+        for pair in kv:
+            for src, dst in zip(pair, (keys, values), strict=True):
+                buf = src.new_empty((n, *src.shape[1:2], width + max_new_tokens - 1, src.shape[3]))
+                buf[:, :, :width] = src[expand]
+                dst.append(buf)  # (N, H_kv, P + L - 1, hd)
+        table = lean_llama.rotary_table(model, int(pos.max()) + max_new_tokens + 1)
+        full = F.pad(p_mask[expand].bool(), (0, max_new_tokens - 1), value=True)  # (N, P + L - 1)
+        full = None if bool(p_mask.all()) else full[:, None, None]  # (N, 1, 1, P + L - 1)
+        logits = logits[expand] if len(counts) != n else logits  # (N, V)
+    else:
+        out = model(
+            input_ids=prompt, attention_mask=p_mask, position_ids=pos, use_cache=True, **keep
+        )
+        cache, logits = _cache_of(out), out.logits[:, -1]  # (M, V)
+        if len(counts) != n:
+            cache, logits = _select_rows(cache, expand), logits[expand]  # (N, V)
     attn = p_mask[expand]  # (R, P + t), R decode rows
     next_pos = pos[expand, -1:] + 1  # (R, 1)
     rows = torch.arange(n, device=device)  # (R,) original row of each decode row
@@ -309,10 +331,15 @@ def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generato
     for t in range(max_new_tokens):
         tok = _sample(logits, temperature, generator, rows, n)  # (R,)
         tok = torch.where(alive, tok, pad)  # (R,)
-        tokens[rows, t] = tok
-        mask[rows, t] = alive.long()
         ended = alive & torch.isin(tok, eos)  # (R,)
-        finished[rows] = finished[rows] | ended
+        if len(rows) == n:  # nothing dropped yet: decode row r is row r
+            tokens[:, t] = tok
+            mask[:, t] = alive
+            finished |= ended
+        else:
+            tokens[rows, t] = tok
+            mask[rows, t] = alive.long()
+            finished[rows] = finished[rows] | ended
         alive = alive & ~ended
         steps = t + 1
         n_alive = int(alive.sum())
@@ -320,18 +347,29 @@ def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generato
             break
         if n_alive < len(rows) and len(rows) - n_alive >= COMPACT_AT * len(rows):
             live = alive.nonzero().squeeze(1)  # (R',)
-            cache = _select_rows(cache, live)
-            rows, alive, tok = rows[live], alive[live], tok[live]
-            attn, next_pos = attn[live], next_pos[live]
-        attn = F.pad(attn, (0, 1), value=1)  # (R, P + t + 1)
-        out = model(
-            input_ids=tok[:, None],
-            attention_mask=attn,
-            position_ids=next_pos,
-            use_cache=True,
-            **{cache_arg: cache},
-        )
-        cache, logits = _cache_of(out), out.logits[:, -1]  # (R, V)
+            rows, alive, tok, next_pos = rows[live], alive[live], tok[live], next_pos[live]
+            if not lean:
+                cache, attn = _select_rows(cache, live), attn[live]
+            else:
+                keys = [k[live] for k in keys]
+                values = [v[live] for v in values]
+                full = None if full is None else full[live]
+        if not lean:
+            attn = F.pad(attn, (0, 1), value=1)  # (R, P + t + 1)
+            out = model(
+                input_ids=tok[:, None],
+                attention_mask=attn,
+                position_ids=next_pos,
+                use_cache=True,
+                **{cache_arg: cache},
+            )
+            cache, logits = _cache_of(out), out.logits[:, -1]  # (R, V)
+        else:
+            slot = width + t
+            step_mask = None if full is None else full[..., : slot + 1]
+            logits = lean_llama.decode_logits(
+                model, tok, next_pos, keys, values, slot, step_mask, table
+            )
         next_pos = next_pos + 1
     return tokens[:, :steps], mask[:, :steps], finished
 
@@ -378,6 +416,16 @@ def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool) -> 
     uniq, inverse = torch.unique(key, dim=0, return_inverse=True)  # (U, 2 pw), (B,)
     u_ids, u_mask = uniq[:, :pw], uniq[:, pw:]
     u_pos = (u_mask.cumsum(1) - 1).clamp(min=0)  # (U, pw)
+    if lean_llama.applies(model):  # the same forwards through lean_llama
+        last, kv = lean_llama.forward(model, u_ids, u_pos, u_mask, keep_last=True)
+        first = last.float()[inverse]  # (B, 1, V)
+        if tw == 1:
+            return first
+        attn = torch.cat([p_mask, resp_mask[:, : tw - 1]], 1)  # (B, pw + tw - 1)
+        pos = (attn.cumsum(1) - 1).clamp(min=0)[:, pw:]  # (B, tw - 1)
+        past = [(k[inverse], v[inverse]) for k, v in kv]
+        logits, _ = lean_llama.forward(model, target[:, : tw - 1], pos, attn, past)
+        return torch.cat([first, logits.float()], 1)  # (B, tw, V)
     keep = {"logits_to_keep": 1} if can_keep else {}
     out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, **keep)
     cache = _cache_of(out)

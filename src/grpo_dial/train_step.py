@@ -174,7 +174,11 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.O
     lr = config.lr * config.lr_scale
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(params, lr=lr, betas=config.betas, weight_decay=config.weight_decay)
+    # fused: one kernel for every parameter (CPU and CUDA) instead of ~10 ops per tensor
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+    return torch.optim.AdamW(
+        params, lr=lr, betas=config.betas, weight_decay=config.weight_decay, fused=fused or None
+    )
 
 
 def _active_logprobs(

@@ -1,0 +1,177 @@
+"""A lean forward of transformers' LlamaForCausalLM for sampling and log-probs (same numbers).
+
+The generic `model(...)` call spends much of a small model's time outside arithmetic: output
+wrappers, the 4D mask built from the 2D one, the cache object growing by concatenation. This
+module runs the same layers through their own modules, and
+- attention as two batched matmuls around a float32 softmax, grouped-query heads as a view of
+  the queries (sdpa's CPU kernel is slower on these small shapes, forward and backward),
+- RMS norms with mean(x * x) instead of x.pow(2).mean() (same values; pow's backward is slow),
+- decoding on preallocated key/value buffers written in place (`decode_logits`),
+- an explicit boolean mask: query i attends key j iff j is a real token at or before i (every
+  query also attends itself, so padded queries stay finite).
+(Concatenating q/k/v or gate/up into one matmul does not pay on CPU: the strided halves make
+the elementwise ops and the backward slower than the matmul saves.)
+
+It applies only where it is the same computation (`applies`): exactly LlamaForCausalLM
+(every Llama-architecture checkpoint, SmolLM2 included) with sdpa attention, no attention
+dropout and no hooks on the modules it bypasses (the model, decoder, layers, attentions, RMS
+norms); the modules it calls (embedding, rotary embedding, projections, MLPs, output head) run
+with their own hooks.
+Other models return None and keep the generic forward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+KV = tuple[Tensor, Tensor]
+
+
+def applies(model: torch.nn.Module) -> bool:
+    """True when the lean forward is the same computation as `model(...)` (module docstring)."""
+    try:
+        from transformers.models.llama import modeling_llama as ml
+    except ImportError:  # pragma: no cover - another transformers layout
+        return False
+    if type(model) is not ml.LlamaForCausalLM:
+        return False
+    config, inner = model.config, model.model
+    layers = list(inner.layers)
+    if (
+        config._attn_implementation not in ("sdpa", "eager")
+        or config.attention_dropout != 0
+        or len(layers) != config.num_hidden_layers
+        or not layers
+    ):
+        return False
+    kinds = {ml.LlamaForCausalLM, ml.LlamaModel, ml.LlamaDecoderLayer, ml.LlamaAttention}
+    kinds.add(ml.LlamaRMSNorm)
+    bypassed = [model, inner, inner.norm, *layers]
+    for layer in layers:
+        bypassed += [layer.self_attn, layer.input_layernorm, layer.post_attention_layernorm]
+    return not any(
+        type(m) not in kinds or m._forward_hooks or m._forward_pre_hooks for m in bypassed
+    )
+
+
+def _rms_norm(norm: torch.nn.Module, x: Tensor) -> Tensor:
+    """LlamaRMSNorm's forward with mean(x * x) for x.pow(2).mean(): the same values, and a
+    backward ~4x faster on CPU (pow's backward is a slow broadcast)."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * x.to(dtype)
+
+
+def _rope(x: Tensor, cos: Tensor, sin_signed: Tensor) -> Tensor:
+    """x cos + rotate_half(x) sin on (B, T, heads, hd) with cos (B, T, 1, hd) and sin_signed =
+    (-sin[:hd/2], sin[hd/2:]): transformers' apply_rotary_pos_emb in the projections' own
+    layout, rotate_half(x) sin written as roll(x, hd/2) sin_signed (the same products)."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, -1), sin_signed)
+
+
+def _attend(q: Tensor, keys: Tensor, values: Tensor, blocked: Tensor | None, scale: float):
+    """softmax(q k^T scale, masked) v as (B, T, H hd), from q (B, T, H, hd) and keys / values
+    (B, H_kv, S, hd); query head h uses key head h // (H / H_kv) (grouped-query attention);
+    blocked (B, 1, 1, T, S) bool (True = masked) or None."""
+    b, t, h, d = q.shape
+    g, s = keys.shape[1], keys.shape[2]
+    q = q.transpose(1, 2).reshape(b, g, (h // g) * t, d)  # (B, H_kv, rep T, hd), head-major
+    scores = torch.matmul(q, keys.transpose(-1, -2)) * scale  # (B, H_kv, rep T, S)
+    if blocked is not None:
+        scores = scores.view(b, g, h // g, t, s).masked_fill(blocked, -math.inf).view(scores.shape)
+    weights = torch.softmax(scores, -1, dtype=torch.float32).to(values.dtype)
+    out = torch.matmul(weights, values)  # (B, H_kv, rep T, hd)
+    return out.view(b, h, t, d).transpose(1, 2).reshape(b, t, h * d)
+
+
+def _layers(model, h: Tensor, rotary: KV, mask: Tensor | None, kv_of) -> Tensor:
+    """Hidden states (B, T, D) after every decoder layer and the final norm.
+
+    rotary: (cos, sin) (B, T, hd) at the tokens' positions; mask (B, 1, T, S) bool (True =
+    attend) or None; kv_of(i, k, v) -> (keys, values) (B, H_kv, S, hd) attended by layer i's
+    queries, from this segment's rotated keys and values (B, H_kv, T, hd)."""
+    inner = model.model
+    b, t = h.shape[:2]
+    cos, sin = rotary  # (B, T, hd)
+    half = sin.shape[-1] // 2
+    cos, sin = cos[:, :, None], torch.cat((-sin[..., :half], sin[..., half:]), -1)[:, :, None]
+    blocked = None if mask is None else ~mask[:, :, None]  # (B, 1, 1, T, S)
+    for i, layer in enumerate(inner.layers):
+        attn = layer.self_attn
+        x = _rms_norm(layer.input_layernorm, h)
+        shape = (b, t, -1, attn.head_dim)
+        q = _rope(attn.q_proj(x).view(shape), cos, sin)  # (B, T, H, hd)
+        k = _rope(attn.k_proj(x).view(shape), cos, sin).transpose(1, 2)  # (B, H_kv, T, hd)
+        keys, values = kv_of(i, k, attn.v_proj(x).view(shape).transpose(1, 2))
+        h = h + attn.o_proj(_attend(q, keys, values, blocked, attn.scaling))
+        h = h + layer.mlp(_rms_norm(layer.post_attention_layernorm, h))
+    return _rms_norm(inner.norm, h)
+
+
+def rotary_table(model, length: int) -> KV | None:
+    """(cos, sin) (length, hd) of positions 0..length-1 for `decode_logits`, or None where the
+    rotary embedding depends on the sequence length (dynamic / longrope: computed per step)."""
+    rope = model.model.rotary_emb
+    kind = str(getattr(rope, "rope_type", "default"))
+    if "dynamic" in kind or "longrope" in kind:
+        return None
+    w = model.model.embed_tokens.weight
+    pos = torch.arange(length, device=w.device)[None]  # (1, length)
+    cos, sin = rope(w[:1, None], pos)  # (1, length, hd)
+    return cos[0], sin[0]
+
+
+def decode_logits(
+    model, tok: Tensor, pos: Tensor, keys: list[Tensor], values: list[Tensor], slot: int,
+    mask: Tensor | None, table: KV | None = None,
+) -> Tensor:  # fmt: skip
+    """Logits (R, V) of one new token per row. tok (R,), pos (R, 1); keys / values per layer
+    (R, H_kv, S, hd) preallocated: this token's are written at `slot` and the query attends
+    :slot + 1; mask (R, 1, 1, slot + 1) bool (True = attend) or None (attend all); table:
+    `rotary_table` (None: the rotary embedding module per call)."""
+
+    def kv_of(i: int, k: Tensor, v: Tensor) -> KV:
+        keys[i][:, :, slot : slot + 1] = k
+        values[i][:, :, slot : slot + 1] = v
+        return keys[i][:, :, : slot + 1], values[i][:, :, : slot + 1]
+
+    h = model.model.embed_tokens(tok[:, None])  # (R, 1, D)
+    rotary = model.model.rotary_emb(h, pos) if table is None else (table[0][pos], table[1][pos])
+    return model.lm_head(_layers(model, h, rotary, mask, kv_of))[:, -1]  # (R, V)
+
+
+def attend_mask(key_mask: Tensor, t: int) -> Tensor:
+    """(B, 1, T, S) bool for the last T of S = key_mask.shape[1] positions as queries: query i
+    attends key j iff j <= i and key_mask[j], or j = i."""
+    s = key_mask.shape[1]
+    j = torch.arange(s, device=key_mask.device)
+    i = torch.arange(s - t, s, device=key_mask.device)[:, None]  # (T, 1)
+    causal = j[None, :] <= i  # (T, S)
+    return ((causal & key_mask.bool()[:, None, :]) | (j[None, :] == i))[:, None]
+
+
+def forward(
+    model, ids: Tensor, pos: Tensor, key_mask: Tensor, past: list[KV] | None = None,
+    keep_last: bool = False,
+) -> tuple[Tensor, list[KV]]:  # fmt: skip
+    """(logits (B, T, V) or (B, 1, V) with keep_last, this segment's keys/values per layer).
+
+    ids, pos (B, T); key_mask (B, S) over past + these tokens (1 = real), S = past length + T;
+    past: per layer (keys, values) (B, H_kv, S - T, hd) from an earlier segment (e.g. the
+    prompt, repeated over its responses). Differentiable."""
+    own: list[KV] = []
+
+    def kv_of(i: int, k: Tensor, v: Tensor) -> KV:
+        own.append((k, v))
+        if past is None:
+            return k, v
+        return torch.cat([past[i][0], k], 2), torch.cat([past[i][1], v], 2)
+
+    mask = attend_mask(key_mask, ids.shape[1])
+    h = model.model.embed_tokens(ids)  # (B, T, D)
+    h = _layers(model, h, model.model.rotary_emb(h, pos), mask, kv_of)
+    return model.lm_head(h[:, -1:] if keep_last else h), own
