@@ -500,3 +500,25 @@ def test_lean_logprobs_and_gradients_equal_the_generic_forward(model, tok, monke
     assert torch.allclose(a, b, atol=1e-5, rtol=0)
     for x, y in zip(ga, gb, strict=True):
         assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
+
+
+def test_fast_text_decoding_equals_batch_decode(tok):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from grpo_dial.rollout import decode_texts
+
+    rows = [[4, 5, 6, 2, 7], [], [9, 9, 3, 1, 0]]  # specials (eos, unk, bos, pad) kept
+    assert decode_texts(tok, rows) == tok.batch_decode(rows, skip_special_tokens=False)
+    core = Tokenizer(models.BPE(unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel()
+    core.train_from_iterator(
+        ["12 + 7 = 19", "the answer is 42", "  spaces  and\nnewlines"] * 20,
+        trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<eos>"]),
+    )
+    for cleanup in (False, True):
+        bpe = PreTrainedTokenizerFast(
+            tokenizer_object=core, eos_token="<eos>", clean_up_tokenization_spaces=cleanup
+        )
+        ids = bpe(["the answer is 42 .", " 12 + 7 = 19<eos>"])["input_ids"]
+        assert decode_texts(bpe, ids) == bpe.batch_decode(ids, skip_special_tokens=False)

@@ -223,9 +223,7 @@ def generate_groups(
     lengths = out_mask.sum(1)  # (N,)
     text_len = (lengths - finished.long()).tolist()  # drop the EOS token from the text
     rows = out_ids.tolist()
-    decoded = tokenizer.batch_decode(
-        [row[:k] for row, k in zip(rows, text_len, strict=True)], skip_special_tokens=False
-    )
+    decoded = decode_texts(tokenizer, [row[:k] for row, k in zip(rows, text_len, strict=True)])
     return Rollouts(
         problems=[p for p, g in zip(problems, counts.tolist(), strict=True) for _ in range(g)],
         group_ids=owner,
@@ -237,6 +235,15 @@ def generate_groups(
         texts=decoded,
         pad_token_id=int(pad),
     )
+
+
+def decode_texts(tokenizer, rows: list[list[int]]) -> list[str]:
+    """tokenizer.batch_decode(rows, skip_special_tokens=False), straight through the Rust backend
+    of a fast tokenizer when no Python-side clean-up applies (the same strings, ~5x faster)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
+        return tokenizer.batch_decode(rows, skip_special_tokens=False)
+    return backend.decode_batch(rows, skip_special_tokens=False)
 
 
 def _group_counts(group_size: int | Sequence[int], m: int) -> Tensor:
