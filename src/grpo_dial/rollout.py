@@ -147,8 +147,9 @@ def generate_groups(
     group_size is one G for every problem or one G_j >= 1 per problem (adaptive allocation); rows
     are problem-major: problem j's G_j samples are consecutive and share group id j (with one G,
     row i = j G + g is sample g of problem j). `prompt_texts` replaces the problems' prompt text
-    (e.g. a chat template applied by the caller). Each decode call prefills every distinct prompt
-    once and repeats its cache G_j times, then decodes one token per step; finished rows leave
+    (plain text: the tokenizer's chat template, if any, is applied here). Each decode call
+    prefills every distinct prompt once and repeats its cache G_j times, then decodes one token
+    per step; finished rows leave
     the batch (the cache rows are compacted); it stops when all rows are finished. temperature
     0 is greedy. `generation_batch` rows per decode call (None = all N) bound the memory; the
     calls run in row order. Random draws use only `generator` (None: torch's global RNG), which
