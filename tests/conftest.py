@@ -16,3 +16,11 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.skip(f"real data folder not found: {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    """A saved tiny policy (_rl_fixtures.save_tiny) for the trainer-level tests, once per module."""
+    from _rl_fixtures import save_tiny
+
+    return save_tiny(tmp_path_factory.mktemp("base"))

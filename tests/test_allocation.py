@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from _rl_fixtures import FakeTask, one_thread, save_tiny  # noqa: F401
+from _rl_fixtures import FakeTask, one_thread  # noqa: F401
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,11 +168,6 @@ CFG = TrainConfig(
     progress=False,
 )  # fmt: skip
 TABLES = ("steps", "mass", "responses", "evals", "allocation")
-
-
-@pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    return save_tiny(tmp_path_factory.mktemp("base"))
 
 
 def _run(base_dir, tmp, dial, config, **kw):

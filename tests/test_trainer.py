@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from _rl_fixtures import FakeTask, one_thread, save_tiny, tiny_policy  # noqa: F401
+from _rl_fixtures import FakeTask, one_thread, tiny_policy  # noqa: F401
 
 from grpo_dial import advantage, checkpoint, trainer
 from grpo_dial import train_records as rec
@@ -33,11 +33,6 @@ TABLES = ("steps", "mass", "responses", "evals", "identity")
 class NeverRight(FakeTask):
     def verify(self, problem, response, finished):
         return super().verify(problem, "z", finished)
-
-
-@pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    return save_tiny(tmp_path_factory.mktemp("base"))
 
 
 def _run(base_dir, tmp, dial, config=CFG, ckpt=None, **kw):

@@ -92,32 +92,33 @@ def compare_arms(
     silent = steps.groupby(["dial", "seed"])["silent_fraction"].mean()
     wasted = None if responses is None else silent_sample_share(responses)
     samples = steps.groupby(["dial", "seed"])["samples"].mean()
+    runs = dict(tuple(curves[curves["mode"] == mode].groupby(["dial", "seed"])))
+    evaluated = final.groupby(level="dial").groups  # dial -> its (dial, seed) index entries
     rows = []
     for adaptive, uniform in pairs.items():
+        arms = (adaptive, uniform)
         seeds = sorted(
-            set(final.loc[adaptive].index) & set(final.loc[uniform].index)
-            if adaptive in final.index.get_level_values(0)
-            and uniform in final.index.get_level_values(0)
-            else set()
+            set.intersection(*({s for _, s in evaluated.get(arm, [])} for arm in arms))
         )
         if not seeds:
             raise ValueError(f"no seed has both arms {adaptive!r} and {uniform!r} evaluated")
+
+        def per_seed(table: pd.Series, arms=arms, seeds=seeds) -> dict[str, np.ndarray]:
+            return {arm: table.loc[arm].loc[seeds].to_numpy() for arm in arms}
+
         goal = float(final.loc[uniform].loc[seeds].mean()) if target is None else float(target)
-        runs = dict(tuple(curves[curves["mode"] == mode].groupby(["dial", "seed"])))
         reach = {
             arm: np.array([samples_to_reach(runs[(arm, seed)], goal) for seed in seeds])
-            for arm in (adaptive, uniform)
+            for arm in arms
         }
         metrics = {
-            f"final_{mode}_accuracy": {arm: final.loc[arm].loc[seeds].to_numpy() for arm in reach},
+            f"final_{mode}_accuracy": per_seed(final),
             "samples_to_target": reach,
-            "silent_fraction": {arm: silent.loc[arm].loc[seeds].to_numpy() for arm in reach},
-            "samples_per_step": {arm: samples.loc[arm].loc[seeds].to_numpy() for arm in reach},
+            "silent_fraction": per_seed(silent),
+            "samples_per_step": per_seed(samples),
         }
         if wasted is not None:
-            metrics["silent_sample_share"] = {
-                arm: wasted.loc[arm].loc[seeds].to_numpy() for arm in reach
-            }
+            metrics["silent_sample_share"] = per_seed(wasted)
         for metric, values in metrics.items():
             a, u = values[adaptive], values[uniform]
             rows.append(

@@ -95,18 +95,15 @@ def _allocation(t: pd.DataFrame, bands: pd.DataFrame | None) -> list[str]:
                     else "not shown (interval contains 0 or too few seeds reached it)"
                 )
             )
-        if "silent_fraction" in r.index:
-            m = r.loc["silent_fraction"]
-            parts.append(
-                f"silent groups {_interval(m, 'adaptive', '.2f')} vs "
-                f"{_interval(m, 'uniform', '.2f')}"
-            )
-        if "silent_sample_share" in r.index:
-            m = r.loc["silent_sample_share"]
-            parts.append(
-                f"samples in silent groups {_interval(m, 'adaptive', '.2f')} vs "
-                f"{_interval(m, 'uniform', '.2f')} ({_verdict(m, 'higher')})"
-            )
+        for metric, label, verdict in (
+            ("silent_fraction", "silent groups", False),
+            ("silent_sample_share", "samples in silent groups", True),
+        ):
+            if metric in r.index:
+                m = r.loc[metric]
+                arms = f"{_interval(m, 'adaptive', '.2f')} vs {_interval(m, 'uniform', '.2f')}"
+                text = f"{label} {arms}"
+                parts.append(text + (f" ({_verdict(m, 'higher')})" if verdict else ""))
         lines.append(f"- **{adaptive}** against **{uniform}** (n = "
                      f"{int(r['n_seeds'].iloc[0])} seeds): " + "; ".join(parts) + ".")
         if bands is not None and len(bands):
