@@ -191,7 +191,7 @@ def test_uniform_allocation_reproduces_the_plain_loop(base_dir, tmp_path):
         index = rng.permutation(len(pool))[: CFG.prompts_per_step]
         ro = generate_groups(
             model, tokenizer, [pool[i] for i in index], CFG.group_size, CFG.max_new_tokens,
-            CFG.temperature, gen,
+            CFG.temperature, gen, record=CFG.activation_reuse_mb > 0,
         )  # fmt: skip
         rewards = torch.tensor(
             [float(task.verify(p, t, f).correct)

@@ -522,3 +522,157 @@ def test_fast_text_decoding_equals_batch_decode(tok):
         )
         ids = bpe(["the answer is 42 .", " 12 + 7 = 19<eos>"])["input_ids"]
         assert decode_texts(bpe, ids) == bpe.batch_decode(ids, skip_special_tokens=False)
+
+
+# --------------------------------------------------------------------------- projection reuse
+
+
+def _count_reuse(monkeypatch) -> list[int]:
+    """Counts the forwards that took recorded projection outputs."""
+    calls = []
+    original = lean_llama._known_projector
+
+    def spy(known):
+        calls.append(1)
+        return original(known)
+
+    monkeypatch.setattr(lean_llama, "_known_projector", spy)
+    return calls
+
+
+def _nan_buffers(monkeypatch):
+    """Record buffers start as NaN: any position read but never written poisons the result."""
+    original = lean_llama.record_buffers
+
+    def poisoned(*args):
+        buffers = original(*args)
+        for layer in buffers:
+            for b in layer.values():
+                b.fill_(math.nan)
+        return buffers
+
+    monkeypatch.setattr(lean_llama, "record_buffers", poisoned)
+
+
+def _logprobs_and_grads(model, rollouts, micro_batch=None):
+    model.zero_grad(set_to_none=True)
+    lp = response_logprobs(model, rollouts, micro_batch=micro_batch)
+    weights = torch.linspace(-1, 1, lp.numel()).view(lp.shape)
+    (lp * weights).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    return lp.detach(), grads
+
+
+@pytest.mark.parametrize("which", ["mha", "gqa"])
+@pytest.mark.parametrize("generation_batch", [None, 7])
+def test_reused_projections_give_the_forwards_logprobs_and_gradients(
+    model, tok, monkeypatch, which, generation_batch
+):
+    """Shared and left-padded prompts, rows finishing (and leaving the batch) at different
+    lengths, several decode calls, several buckets, a row subset: the log-probs and gradients
+    from the sampler's recorded projections equal the recomputed ones."""
+    m = model if which == "mha" else _gqa_llama(tok)  # gqa: biases in every projection
+    probs = _problems(["7=", "12+3=", "7=", "99*9-14="])
+    _nan_buffers(monkeypatch)  # a position read but never written would poison the result
+    runs = {}
+    for record in (True, False):
+        gen = torch.Generator().manual_seed(12)
+        runs[record] = generate_groups(
+            m, tok, probs, [3, 2, 2, 3], 16, generator=gen,
+            generation_batch=generation_batch, record=record,
+        )  # fmt: skip
+    r, plain = runs[True], runs[False]
+    assert r.recorded is not None and plain.recorded is None
+    assert torch.equal(r.response_ids, plain.response_ids)  # recording changes no token
+    assert r.response_mask.sum(1).unique().numel() > 2 and 0 < r.finished.sum() < len(r)
+    subset = torch.tensor([0, 2, 3, 7, 9])
+    for rows in (None, subset):
+        a_ro = r if rows is None else r.select(rows)
+        b_ro = plain if rows is None else plain.select(rows)
+        calls = _count_reuse(monkeypatch)
+        a, ga = _logprobs_and_grads(m, a_ro, micro_batch=4)
+        assert len(calls) >= 2  # every bucket reused the record
+        b, gb = _logprobs_and_grads(m, b_ro, micro_batch=4)
+        assert torch.allclose(a, b, atol=1e-5, rtol=0)
+        for x, y in zip(ga, gb, strict=True):
+            assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
+
+
+def test_unwritten_record_positions_never_reach_the_result(model, tok, monkeypatch):
+    """With every record buffer starting as NaN, rows that finish early (and leave the decode
+    batch) and decode calls of different lengths still give finite, equal log-probs/grads."""
+    _nan_buffers(monkeypatch)
+    monkeypatch.setattr(rollout, "COMPACT_AT", 0.01)  # every finished row leaves at once
+    probs = _problems(["7=", "12+3=", "99*9-14=", "5="])
+    gen = torch.Generator().manual_seed(5)
+    r = generate_groups(model, tok, probs, 4, 20, generator=gen, generation_batch=5, record=True)
+    assert r.finished.sum() > 2 and r.response_mask.sum(1).unique().numel() > 3
+    plain = Rollouts(**{**r.__dict__, "recorded": None})
+    a, ga = _logprobs_and_grads(model, r)
+    b, gb = _logprobs_and_grads(model, plain)
+    assert torch.isfinite(a).all() and all(torch.isfinite(g).all() for g in ga)
+    assert torch.allclose(a, b, atol=1e-5, rtol=0)
+    for x, y in zip(ga, gb, strict=True):
+        assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
+
+
+def test_a_record_is_used_only_with_the_weights_it_was_made_with(model, tok, monkeypatch):
+    import copy
+
+    m = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(3)
+    r = generate_groups(m, tok, _problems(), 3, 12, generator=gen, record=True)
+    plain = Rollouts(**{**r.__dict__, "recorded": None})
+    calls = _count_reuse(monkeypatch)
+    other = copy.deepcopy(m)  # the same weights, another model: not its record
+    assert torch.equal(response_logprobs(other, r), response_logprobs(other, plain))
+    assert not calls
+    before = response_logprobs(m, r).detach()
+    assert calls
+    with torch.no_grad():  # any in-place change of any parameter (an optimizer step) voids it
+        m.model.norm.weight.mul_(1.5)
+    calls.clear()
+    after = response_logprobs(m, r).detach()
+    assert not calls
+    assert torch.equal(after, response_logprobs(m, plain).detach())
+    assert not torch.allclose(after, before, atol=1e-3)  # the stale record would be wrong
+
+
+def test_concat_keeps_records_of_the_same_weights(model, tok):
+    gen = torch.Generator().manual_seed(8)
+    a = generate_groups(model, tok, _problems(["7=", "12+3="]), 3, 6, generator=gen, record=True)
+    b = generate_groups(model, tok, _problems(["99*9-14="]), 2, 14, generator=gen, record=True)
+    assert a.response_ids.shape[1] != b.response_ids.shape[1]
+    both = concat([a, b])
+    assert both.recorded is not None
+    plain = concat([Rollouts(**{**x.__dict__, "recorded": None}) for x in (a, b)])
+    assert torch.allclose(
+        response_logprobs(model, both), response_logprobs(model, plain), atol=1e-5, rtol=0
+    )
+    unrecorded = Rollouts(**{**b.__dict__, "recorded": None})
+    assert concat([a, unrecorded]).recorded is None
+
+
+def test_recording_only_where_the_reusing_forward_is_the_same(model, tok):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    assert lean_llama.can_record(model)
+    hooked = _gqa_llama(tok)
+    handle = hooked.model.layers[0].mlp.up_proj.register_forward_hook(lambda m, i, o: o)
+    assert lean_llama.applies(hooked) and not lean_llama.can_record(hooked)  # would bypass it
+    gen = torch.Generator().manual_seed(0)
+    sampled = generate_groups(hooked, tok, _problems(), 2, 5, generator=gen, record=True)
+    assert sampled.recorded is None
+    handle.remove()
+    assert lean_llama.can_record(hooked)
+    qwen = Qwen2ForCausalLM(
+        Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=48,
+                    num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
+    )  # fmt: skip
+    assert not lean_llama.can_record(qwen)
+    sampled = generate_groups(qwen, tok, _problems(), 2, 5, generator=gen, record=True)
+    assert sampled.recorded is None
+    spec = SMALL
+    per_token = spec.n_layers * (5 * spec.hidden_size + 2 * spec.intermediate_size)
+    assert lean_llama.recorded_bytes(model, 10, 7) == 4 * 10 * 7 * per_token

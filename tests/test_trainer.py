@@ -68,6 +68,7 @@ def _k(batch):
         ("grad_clip", 0.0, "grad_clip must be"),
         ("betas", (0.9,), "betas must be two numbers"),
         ("micro_batch", 0, "micro_batch must be an integer >= 1"),
+        ("activation_reuse_mb", -1.0, "activation_reuse_mb must be a finite number >= 0"),
         ("kl_coef", -0.1, "kl_coef must be"),
         ("progress", "yes", "progress must be a bool"),
     ],
@@ -139,6 +140,40 @@ def test_second_update_uses_the_sampling_policy_as_old():
                 p -= 0.5 * p.grad
     policy_update(model, trainer.make_optimizer(model, cfg), train, adv, dial, cfg)
     for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_first_update_reuses_the_samplers_projections_within_the_budget(monkeypatch):
+    """The batch keeps the sampler's projection outputs when they fit activation_reuse_mb
+    (also across DAPO refill rounds), and the update taken with them equals the recomputed one."""
+    from grpo_dial import lean_llama
+    from grpo_dial.rollout import Rollouts
+
+    model, tokenizer = tiny_policy(seed=4)
+    size = lean_llama.recorded_bytes(model, CFG.prompts_per_step * CFG.group_size, 7) / 2**20
+    for budget, kept in ((0.0, False), (size * 0.99, False), (size, True)):
+        cfg = replace(CFG, activation_reuse_mb=budget)
+        assert (_batch(model, tokenizer, preset("grpo"), cfg).rollouts.recorded is not None) == kept
+    model, tokenizer = tiny_policy(seed=0)  # a seed with refills (as the DAPO test below)
+    dapo, cfg = preset("dapo"), replace(CFG, prompts_per_step=6)
+    batch = _batch(model, tokenizer, dapo, cfg)
+    assert batch.rounds.max() > 0 and batch.rollouts.recorded is not None
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dapo)[batch.trained]
+    train = batch.rollouts.select(batch.trained)
+    plain = copy.deepcopy(model)  # another model: the record applies only to `model`
+    used = []
+    known = lean_llama._known_projector
+    monkeypatch.setattr(lean_llama, "_known_projector", lambda k: used.append(1) or known(k))
+    results = []
+    for m, rollouts in ((model, train), (plain, Rollouts(**{**train.__dict__, "recorded": None}))):
+        out = policy_update(m, trainer.make_optimizer(m, cfg), rollouts, adv, dapo, cfg)
+        results.append((out, list(m.parameters())))
+        assert bool(used) == (m is model)
+        used.clear()
+    (a, pa), (b, pb) = results
+    assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-7)
+    assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
+    for p, q in zip(pa, pb, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 

@@ -12,6 +12,12 @@ module runs the same layers through their own modules, and
 (Concatenating q/k/v or gate/up into one matmul does not pay on CPU: the strided halves make
 the elementwise ops and the backward slower than the matmul saves.)
 
+Projection reuse (`can_record`, `Recorded`): a decode can write every projection's output
+(q, k, v, o, gate, up, down of every layer) at each forwarded response position; the log-prob
+forward of the same rows, while the weights are unchanged, then takes those outputs instead of
+recomputing x W^T + b, with the linear's own backward (dx = dy W, dW = dy^T x, db = sum dy) on the
+recomputed inputs x. The values are the sampler's: they equal the forward's up to float rounding.
+
 It applies only where it is the same computation (`applies`): exactly LlamaForCausalLM
 (every Llama-architecture checkpoint, SmolLM2 included) with sdpa attention, no attention
 dropout and no hooks on the modules it bypasses (the model, decoder, layers, attentions, RMS
@@ -23,11 +29,16 @@ Other models return None and keep the generic forward.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 KV = tuple[Tensor, Tensor]
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+Outputs = list[dict[str, Tensor]]  # per layer: projection name -> (N, W, out)
+Project = Callable[[int, str, torch.nn.Module, Tensor], Tensor]  # (layer, name, module, x) -> y
 
 
 def applies(model: torch.nn.Module) -> bool:
@@ -88,12 +99,20 @@ def _attend(q: Tensor, keys: Tensor, values: Tensor, blocked: Tensor | None, sca
     return out.view(b, h, t, d).transpose(1, 2).reshape(b, t, h * d)
 
 
-def _layers(model, h: Tensor, rotary: KV, mask: Tensor | None, kv_of) -> Tensor:
+def compute_projection(_i: int, _name: str, module: torch.nn.Module, x: Tensor) -> Tensor:
+    """The default `project`: module(x)."""
+    return module(x)
+
+
+def _layers(
+    model, h: Tensor, rotary: KV, mask: Tensor | None, kv_of, project: Project = compute_projection
+) -> Tensor:
     """Hidden states (B, T, D) after every decoder layer and the final norm.
 
     rotary: (cos, sin) (B, T, hd) at the tokens' positions; mask (B, 1, T, S) bool (True =
     attend) or None; kv_of(i, k, v) -> (keys, values) (B, H_kv, S, hd) attended by layer i's
-    queries, from this segment's rotated keys and values (B, H_kv, T, hd)."""
+    queries, from this segment's rotated keys and values (B, H_kv, T, hd); project(i, name,
+    module, x) -> the projection's output (default: module(x))."""
     inner = model.model
     b, t = h.shape[:2]
     cos, sin = rotary  # (B, T, hd)
@@ -104,11 +123,21 @@ def _layers(model, h: Tensor, rotary: KV, mask: Tensor | None, kv_of) -> Tensor:
         attn = layer.self_attn
         x = _rms_norm(layer.input_layernorm, h)
         shape = (b, t, -1, attn.head_dim)
-        q = _rope(attn.q_proj(x).view(shape), cos, sin)  # (B, T, H, hd)
-        k = _rope(attn.k_proj(x).view(shape), cos, sin).transpose(1, 2)  # (B, H_kv, T, hd)
-        keys, values = kv_of(i, k, attn.v_proj(x).view(shape).transpose(1, 2))
-        h = h + attn.o_proj(_attend(q, keys, values, blocked, attn.scaling))
-        h = h + layer.mlp(_rms_norm(layer.post_attention_layernorm, h))
+        q = _rope(project(i, "q_proj", attn.q_proj, x).view(shape), cos, sin)  # (B, T, H, hd)
+        k = _rope(project(i, "k_proj", attn.k_proj, x).view(shape), cos, sin).transpose(1, 2)
+        v = project(i, "v_proj", attn.v_proj, x).view(shape).transpose(1, 2)  # (B, H_kv, T, hd)
+        keys, values = kv_of(i, k, v)
+        o = _attend(q, keys, values, blocked, attn.scaling)  # (B, T, H hd)
+        h = h + project(i, "o_proj", attn.o_proj, o)
+        x = _rms_norm(layer.post_attention_layernorm, h)
+        if project is compute_projection:
+            h = h + layer.mlp(x)
+        else:  # LlamaMLP's forward: down(act(gate(x)) * up(x))
+            mlp = layer.mlp
+            gate = mlp.act_fn(project(i, "gate_proj", mlp.gate_proj, x))
+            h = h + project(
+                i, "down_proj", mlp.down_proj, gate * project(i, "up_proj", mlp.up_proj, x)
+            )
     return _rms_norm(inner.norm, h)
 
 
@@ -127,12 +156,12 @@ def rotary_table(model, length: int) -> KV | None:
 
 def decode_logits(
     model, tok: Tensor, pos: Tensor, keys: list[Tensor], values: list[Tensor], slot: int,
-    mask: Tensor | None, table: KV | None = None,
+    mask: Tensor | None, table: KV | None = None, project: Project = compute_projection,
 ) -> Tensor:  # fmt: skip
     """Logits (R, V) of one new token per row. tok (R,), pos (R, 1); keys / values per layer
     (R, H_kv, S, hd) preallocated: this token's are written at `slot` and the query attends
     :slot + 1; mask (R, 1, 1, slot + 1) bool (True = attend) or None (attend all); table:
-    `rotary_table` (None: the rotary embedding module per call)."""
+    `rotary_table` (None: the rotary embedding module per call); project: e.g. `recorder`."""
 
     def kv_of(i: int, k: Tensor, v: Tensor) -> KV:
         keys[i][:, :, slot : slot + 1] = k
@@ -141,7 +170,7 @@ def decode_logits(
 
     h = model.model.embed_tokens(tok[:, None])  # (R, 1, D)
     rotary = model.model.rotary_emb(h, pos) if table is None else (table[0][pos], table[1][pos])
-    return model.lm_head(_layers(model, h, rotary, mask, kv_of))[:, -1]  # (R, V)
+    return model.lm_head(_layers(model, h, rotary, mask, kv_of, project))[:, -1]  # (R, V)
 
 
 def attend_mask(key_mask: Tensor, t: int) -> Tensor:
@@ -156,13 +185,15 @@ def attend_mask(key_mask: Tensor, t: int) -> Tensor:
 
 def forward(
     model, ids: Tensor, pos: Tensor, key_mask: Tensor, past: list[KV] | None = None,
-    keep_last: bool = False,
+    keep_last: bool = False, known: Outputs | None = None,
 ) -> tuple[Tensor, list[KV]]:  # fmt: skip
     """(logits (B, T, V) or (B, 1, V) with keep_last, this segment's keys/values per layer).
 
     ids, pos (B, T); key_mask (B, S) over past + these tokens (1 = real), S = past length + T;
     past: per layer (keys, values) (B, H_kv, S - T, hd) from an earlier segment (e.g. the
-    prompt, repeated over its responses). Differentiable."""
+    prompt, repeated over its responses); known: these tokens' projection outputs (B, T, out)
+    per layer and name, recorded with the current weights (`Recorded.gather`), used instead of
+    the projections' matmuls. Differentiable."""
     own: list[KV] = []
 
     def kv_of(i: int, k: Tensor, v: Tensor) -> KV:
@@ -173,5 +204,157 @@ def forward(
 
     mask = attend_mask(key_mask, ids.shape[1])
     h = model.model.embed_tokens(ids)  # (B, T, D)
-    h = _layers(model, h, model.model.rotary_emb(h, pos), mask, kv_of)
+    project = compute_projection if known is None else _known_projector(known)
+    h = _layers(model, h, model.model.rotary_emb(h, pos), mask, kv_of, project)
     return model.lm_head(h[:, -1:] if keep_last else h), own
+
+
+# --------------------------------------------------------------------------- projection reuse
+
+
+def can_record(model: torch.nn.Module) -> bool:
+    """True when the decode can record projection outputs for reuse: `applies`, float32
+    weights, every projection exactly torch.nn.Linear and every MLP exactly LlamaMLP, all without
+    hooks (the reusing forward bypasses them)."""
+    if not applies(model):
+        return False
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    for layer in model.model.layers:
+        if (
+            type(layer.mlp) is not LlamaMLP
+            or layer.mlp._forward_hooks
+            or layer.mlp._forward_pre_hooks
+        ):
+            return False
+        for name in PROJECTIONS:
+            m = _projection(layer, name)
+            if type(m) is not torch.nn.Linear or m._forward_hooks or m._forward_pre_hooks:
+                return False
+            if m.weight.dtype != torch.float32:
+                return False
+    return True
+
+
+def _projection(layer, name: str) -> torch.nn.Module:
+    return getattr(
+        layer.mlp if name in ("gate_proj", "up_proj", "down_proj") else layer.self_attn, name
+    )
+
+
+def recorded_bytes(model: torch.nn.Module, rows: int, width: int) -> int:
+    """Bytes of the projection outputs of `rows` rows x `width` positions (float32)."""
+    outs = sum(
+        _projection(layer, name).out_features
+        for layer in model.model.layers
+        for name in PROJECTIONS
+    )
+    return 4 * rows * width * outs
+
+
+def weights_stamp(model: torch.nn.Module) -> tuple:
+    """Identifies the model and its parameters' current values: the model's id and every
+    parameter's (id, in-place version counter). An optimizer step changes it."""
+    return (id(model), tuple((id(p), p._version) for p in model.parameters()))
+
+
+def record_buffers(model: torch.nn.Module, rows: int, width: int, device) -> Outputs:
+    """Uninitialized (width, rows, out) float32 buffers per layer and projection (position-major:
+    a decode step writes one contiguous block)."""
+    return [
+        {
+            name: torch.empty((width, rows, _projection(layer, name).out_features), device=device)
+            for name in PROJECTIONS
+        }
+        for layer in model.model.layers
+    ]
+
+
+def recorder(buffers: Outputs, rows: Tensor | None, column: int) -> Project:
+    """A `project` for `decode_logits` that also writes each output (R, 1, out) into
+    buffers[i][name][column, rows] (rows None: every buffer row, in order)."""
+
+    def project(i: int, name: str, module: torch.nn.Module, x: Tensor) -> Tensor:
+        if rows is not None:
+            y = module(x)  # (R, 1, out)
+            buffers[i][name][column, rows] = y[:, 0]
+            return y
+        out = buffers[i][name][column]  # (R, out), contiguous: the matmul writes it directly
+        x2 = x.reshape(-1, x.shape[-1])  # (R, in)
+        if module.bias is None:
+            torch.mm(x2, module.weight.t(), out=out)
+        else:
+            torch.addmm(module.bias, x2, module.weight.t(), out=out)
+        return out.view(x.shape[0], 1, -1)
+
+    return project
+
+
+class _KnownLinear(torch.autograd.Function):
+    """y = x W^T + b where y is already known (recorded with these weights): the forward returns
+    y, the backward is the linear's: dx = dy W, dW = dy^T x, db = sum dy."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, y: Tensor) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return y.view_as(y)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy: Tensor):
+        x, weight = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1])  # (B T, out)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = (dy2 @ weight).view(x.shape)
+        if ctx.needs_input_grad[1]:
+            dw = dy2.t() @ x.reshape(-1, x.shape[-1])
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dy2.sum(0)
+        return dx, dw, db, None
+
+
+def _known_projector(known: Outputs) -> Project:
+    def project(i: int, name: str, module: torch.nn.Module, x: Tensor) -> Tensor:
+        return _KnownLinear.apply(x, module.weight, module.bias, known[i][name])
+
+    return project
+
+
+@dataclass
+class Recorded:
+    """Projection outputs a decode recorded, for the log-prob forward of the same rows.
+
+    outputs[i][name] (W, N_rec, out), position-major: [t, r] is the output of forwarding token t
+    of recorded row r (t < W; the last token is never forwarded); rows: the recorded row of each
+    rollout row (N,); stamp: `weights_stamp` when recorded: the outputs are used only while it
+    holds."""
+
+    outputs: Outputs
+    rows: Tensor  # (N,) long
+    stamp: tuple
+
+    def take(self, rows: Tensor) -> Recorded:
+        """The same record for rollout rows `rows` (N',) (no copy)."""
+        return Recorded(self.outputs, self.rows[rows.to(self.rows.device)], self.stamp)
+
+    def valid_for(self, model: torch.nn.Module) -> bool:
+        return self.stamp == weights_stamp(model)
+
+    def gather(self, rows: Tensor, width: int) -> Outputs:
+        """Outputs (B, width, out) of rollout rows `rows` (B,), as transposed views of
+        position-major tensors: of the record itself when `rows` are all its rows in order at
+        full width, else of a copy."""
+        src = self.rows[rows.to(self.rows.device)]
+        first = self.outputs[0][PROJECTIONS[0]] if self.outputs else None
+        whole = (
+            first is not None
+            and width == first.shape[0]
+            and len(src) == first.shape[1]
+            and bool((src == torch.arange(len(src), device=src.device)).all())
+        )
+        pick = (lambda y: y) if whole else (lambda y: y[:width, src])
+        return [
+            {name: pick(y).transpose(0, 1) for name, y in layer.items()} for layer in self.outputs
+        ]

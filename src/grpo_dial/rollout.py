@@ -44,6 +44,7 @@ class Rollouts:
     finished: Tensor  # (N,) bool, EOS produced within max_new_tokens
     texts: list[str]  # (N,) decoded responses without EOS or padding
     pad_token_id: int = 0  # fills padded positions when batches are concatenated
+    recorded: lean_llama.Recorded | None = None  # the sampler's projection outputs (reuse)
 
     @property
     def response_lengths(self) -> Tensor:
@@ -69,6 +70,7 @@ class Rollouts:
             finished=self.finished[rows],
             texts=[self.texts[i] for i in idx],
             pad_token_id=self.pad_token_id,
+            recorded=None if self.recorded is None else self.recorded.take(rows),
         )
 
 
@@ -100,7 +102,37 @@ def concat(parts: list[Rollouts]) -> Rollouts:
         finished=torch.cat([r.finished for r in parts]),
         texts=[t for r in parts for t in r.texts],
         pad_token_id=pad,
+        recorded=_concat_recorded(parts, t_width - 1),
     )
+
+
+def _concat_recorded(parts: list[Rollouts], width: int) -> lean_llama.Recorded | None:
+    """The parts' records as one (a copy), or None unless every part has one of the same
+    weights."""
+    records = [r.recorded for r in parts]
+    if any(rec is None or rec.stamp != records[0].stamp for rec in records):
+        return None
+    if len(records) == 1:
+        return records[0]
+    gathered = [  # per part: per layer {name: (W_j, N_j, out)}, W_j = its response width - 1
+        rec.gather(torch.arange(len(r)), r.response_ids.shape[1] - 1)
+        for r, rec in zip(parts, records, strict=True)
+    ]
+    outputs = [  # position-major (width, N, out), zeros past a part's width
+        {
+            name: torch.cat(
+                [
+                    F.pad(p[i][name].transpose(0, 1), (0, 0, 0, 0, 0, width - p[i][name].shape[1]))
+                    for p in gathered
+                ],
+                dim=1,
+            )
+            for name in layer
+        }
+        for i, layer in enumerate(gathered[0])
+    ]
+    rows = torch.arange(sum(map(len, parts)), device=records[0].rows.device)
+    return lean_llama.Recorded(outputs, rows, records[0].stamp)
 
 
 def _accepts(model: torch.nn.Module, name: str) -> bool:
@@ -141,6 +173,7 @@ def generate_groups(
     generator: torch.Generator | None = None,
     prompt_texts: list[str] | None = None,
     generation_batch: int | None = None,
+    record: bool = False,
 ) -> Rollouts:
     """G = group_size responses per problem, sampled with a KV cache.
 
@@ -157,6 +190,10 @@ def generate_groups(
     torch.multinomial does, so dropping finished rows never changes the live rows' tokens, and
     with generation_batch None the stream equals torch.multinomial's. A different
     generation_batch gives other (equally distributed) samples from the same generator state.
+    record: keep every projection's output at each forwarded response position
+    (`Rollouts.recorded`, where `lean_llama.can_record(model)`), so that `response_logprobs`
+    with unchanged weights skips the projections' matmuls; costs their size in memory
+    (`lean_llama.recorded_bytes`).
     """
     if not problems:
         raise ValueError("generate_groups needs at least one problem")
@@ -200,23 +237,39 @@ def generate_groups(
     was_training = model.training
     model.eval()
     parts = []
+    record = record and lean_llama.can_record(model)
+    n = len(owner)
+    # written in place under inference mode, allocated outside it: normal tensors autograd can use
+    buffers = lean_llama.record_buffers(model, n, max_new_tokens - 1, device) if record else None
     try:  # inference mode: no autograd bookkeeping; torch.cat below returns normal tensors
         with torch.inference_mode():
-            n = len(owner)
             step = n if generation_batch is None else generation_batch
             for lo in range(0, n, step):
                 probs, sizes = torch.unique_consecutive(owner[lo : lo + step], return_counts=True)
                 sub, sub_mask = prompt[probs], p_mask[probs]  # (M', P)
                 first = int(sub_mask.any(0).long().argmax())  # drop all-padding columns
+                part_buffers = None
+                if buffers is not None:
+                    part_buffers = [
+                        {k: b[:, lo : lo + step] for k, b in ly.items()} for ly in buffers
+                    ]
                 parts.append(
                     _decode(
                         model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
-                        temperature, generator, eos, pad,
+                        temperature, generator, eos, pad, part_buffers,
                     )  # fmt: skip
                 )
     finally:
         model.train(was_training)
     t_width = max(p[0].shape[1] for p in parts)
+    recorded = None
+    if buffers is not None:  # positions 0..T-2 were forwarded; zero what a part never wrote
+        for lo, part in zip(range(0, n, step), parts, strict=True):
+            for b in (b for layer in buffers for b in layer.values()):
+                b[part[0].shape[1] - 1 : t_width - 1, lo : lo + step] = 0
+        outputs = [{k: b[: t_width - 1] for k, b in layer.items()} for layer in buffers]
+        stamp = lean_llama.weights_stamp(model)
+        recorded = lean_llama.Recorded(outputs, torch.arange(n, device=device), stamp)
     out_ids = torch.cat([_pad_to(p[0], t_width, pad, False) for p in parts])  # (N, T)
     out_mask = torch.cat([_pad_to(p[1], t_width, 0, False) for p in parts])  # (N, T)
     finished = torch.cat([p[2] for p in parts])  # (N,)
@@ -235,6 +288,7 @@ def generate_groups(
         finished=finished,
         texts=decoded,
         pad_token_id=int(pad),
+        recorded=recorded,
     )
 
 
@@ -290,7 +344,9 @@ def _sample(logits: Tensor, temperature: float, generator, rows: Tensor, n: int)
     return (probs / q).argmax(-1)  # (R,)
 
 
-def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad):
+def _decode(
+    model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad, buffers=None
+):
     """The sampling loop over M distinct prompts (M, P), prompt j sampled counts[j] times.
 
     Returns response ids (N, T), response mask (N, T), finished (N,), N = sum(counts). The
@@ -299,7 +355,8 @@ def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generato
     the cache, the mask and the positions, so later steps compute only live rows. Llama models
     prefill with `lean_llama.forward` and decode with `lean_llama.decode_logits` on
     preallocated key/value buffers (same numbers to float rounding), others with the model's
-    own forward and cache."""
+    own forward and cache. buffers (lean only): `lean_llama.record_buffers` of these N rows,
+    written at each forwarded position (rows that leave: zeros from there on)."""
     device = prompt.device
     n = int(counts.sum())
     keep = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
@@ -355,6 +412,10 @@ def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generato
             break
         if n_alive < len(rows) and len(rows) - n_alive >= COMPACT_AT * len(rows):
             live = alive.nonzero().squeeze(1)  # (R',)
+            if buffers is not None:  # positions t.. of leaving rows are never forwarded
+                gone = rows[~alive]
+                for b in (b for layer in buffers for b in layer.values()):
+                    b[t:, gone] = 0
             rows, alive, tok, next_pos = rows[live], alive[live], tok[live], next_pos[live]
             if not lean:
                 cache, attn = _select_rows(cache, live), attn[live]
@@ -375,8 +436,11 @@ def _decode(model, prompt, p_mask, counts, max_new_tokens, temperature, generato
         else:
             slot = width + t
             step_mask = None if full is None else full[..., : slot + 1]
+            project = lean_llama.compute_projection
+            if buffers is not None:
+                project = lean_llama.recorder(buffers, None if len(rows) == n else rows, t)
             logits = lean_llama.decode_logits(
-                model, tok, next_pos, keys, values, slot, step_mask, table
+                model, tok, next_pos, keys, values, slot, step_mask, table, project
             )
         next_pos = next_pos + 1
     return tokens[:, :steps], mask[:, :steps], finished
@@ -412,13 +476,14 @@ def plan_buckets(
     return [order[a:b] for a, b in reversed(bounds)]
 
 
-def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool) -> Tensor:
+def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool, known=None) -> Tensor:
     """Float logits (B, tw, V) predicting target[:, t] from prompt + target[:, :t].
 
     Each distinct prompt row is forwarded once and its cache repeated over the rows sharing it
     (a group's G responses), then target[:, :tw-1] is forwarded on that cache: the prompt is
     not recomputed per response and the last response token (which predicts nothing) is not
-    forwarded. Without a returned cache: one forward over concat(prompt, target)."""
+    forwarded. Without a returned cache: one forward over concat(prompt, target). known (lean
+    only): the response tokens' recorded projection outputs (`lean_llama.forward`)."""
     pw, tw = prompt.shape[1], target.shape[1]
     key = torch.cat([prompt, p_mask], 1)  # (B, 2 pw)
     uniq, inverse = torch.unique(key, dim=0, return_inverse=True)  # (U, 2 pw), (B,)
@@ -432,7 +497,7 @@ def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool) -> 
         attn = torch.cat([p_mask, resp_mask[:, : tw - 1]], 1)  # (B, pw + tw - 1)
         pos = (attn.cumsum(1) - 1).clamp(min=0)[:, pw:]  # (B, tw - 1)
         past = [(k[inverse], v[inverse]) for k, v in kv]
-        logits, _ = lean_llama.forward(model, target[:, : tw - 1], pos, attn, past)
+        logits, _ = lean_llama.forward(model, target[:, : tw - 1], pos, attn, past, known=known)
         return torch.cat([first, logits.float()], 1)  # (B, tw, V)
     keep = {"logits_to_keep": 1} if can_keep else {}
     out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, **keep)
@@ -471,7 +536,10 @@ def response_logprobs(
     similar length (`plan_buckets`, at most `micro_batch` rows each, None = no limit) and each
     bucket is cut to its own longest prompt and response, so padding is barely computed.
     Logits are formed only at the positions that predict a response token and log pi =
-    logit[o_t] - logsumexp(logits), so no (N, P+T, V) log-softmax is built. Differentiable.
+    logit[o_t] - logsumexp(logits), so no (N, P+T, V) log-softmax is built. Rollouts recorded
+    by this model with its current weights (`generate_groups(record=True)`) take the sampler's
+    projection outputs instead of recomputing them (same values to float rounding; the
+    gradient is the linear's). Differentiable.
     """
     n = len(rollouts)
     if micro_batch is None:
@@ -486,6 +554,9 @@ def response_logprobs(
     t_lens = rollouts.response_mask.sum(1).cpu().numpy()  # (N,)
     buckets = plan_buckets(p_lens, t_lens, micro_batch, FORWARD_OVERHEAD_TOKENS)
     can_keep = _accepts(model, "logits_to_keep")
+    recorded = rollouts.recorded
+    if recorded is not None and not (lean_llama.applies(model) and recorded.valid_for(model)):
+        recorded = None
     chunks = []
     for rows in buckets:
         pw, tw = int(p_lens[rows].max()), int(t_lens[rows].max())
@@ -497,7 +568,8 @@ def response_logprobs(
         p_mask = rollouts.prompt_mask[idx, p_width - pw :]  # (B, pw)
         target = rollouts.response_ids[idx, :tw]  # (B, tw)
         resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
-        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep)
+        known = None if recorded is None else recorded.gather(idx, tw - 1)
+        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known)
         picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
         logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
         chunks.append(F.pad(logp, (0, t_len - tw)))  # (B, T)

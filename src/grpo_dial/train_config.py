@@ -146,6 +146,13 @@ class TrainConfig:
         "Rows per decode call when sampling (memory bound on real models); None = the whole "
         "batch. Another value draws other (equally distributed) samples from the same seed.",
     )
+    activation_reuse_mb: float = _opt(
+        2048.0,
+        "Sampling keeps every projection's output (q, k, v, o, gate, up, down) of the responses "
+        "when they fit in this many MiB, and the first update's log-prob forward reuses them "
+        "instead of recomputing the matmuls (Llama policies, fp32; same values to float "
+        "rounding). 0 = off. Size: rows x (max_new_tokens - 1) x sum of projection widths x 4 B.",
+    )
     progress: bool = _opt(True, "Show a tqdm bar over steps.")
     precision: Literal["fp32", "bf16"] = _opt(
         "fp32",
@@ -184,6 +191,7 @@ class TrainConfig:
             _int("micro_batch", self.micro_batch, 1)
         if self.generation_batch is not None:
             _int("generation_batch", self.generation_batch, 1)
+        _real("activation_reuse_mb", self.activation_reuse_mb, 0.0)
         for name in ("lr", "lr_scale"):
             _real(name, getattr(self, name), 0.0, strict=True)
         _int("g_min", self.g_min, 1)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from grpo_dial import advantage
+from grpo_dial import advantage, lean_llama
 from grpo_dial import train_records as rec
 from grpo_dial.advantage import Dial, group_stats, keep_mask, make_aggregator, silent_groups
 from grpo_dial.policy import autocast
@@ -96,6 +96,15 @@ def score(task: Task, rollouts: Rollouts) -> tuple[Tensor, Tensor, np.ndarray, n
     return rewards, truncated, work, redundant
 
 
+def _records(model: torch.nn.Module, config: TrainConfig, rows: int) -> bool:
+    """Whether sampling `rows` responses keeps the projection outputs for the update: fp32, a
+    policy `lean_llama.can_record`s, and their size within config.activation_reuse_mb."""
+    if config.precision != "fp32" or not lean_llama.can_record(model):
+        return False
+    size = lean_llama.recorded_bytes(model, rows, config.max_new_tokens - 1)
+    return size <= config.activation_reuse_mb * 2**20
+
+
 def sample_batch(
     model: torch.nn.Module,
     tokenizer,
@@ -129,6 +138,7 @@ def sample_batch(
             config.temperature,
             generator,
             generation_batch=config.generation_batch,
+            record=_records(model, config, int(drawn[-1][1][funded].sum())),
         )
         parts.append(part)
         scored.append(score(task, part))
