@@ -569,10 +569,12 @@ def _logprobs_and_grads(model, rollouts, micro_batch=None):
 def test_reused_projections_give_the_forwards_logprobs_and_gradients(
     model, tok, monkeypatch, which, generation_batch
 ):
-    """Shared and left-padded prompts, rows finishing (and leaving the batch) at different
-    lengths, several decode calls, several buckets, a row subset: the log-probs and gradients
-    from the sampler's recorded projections equal the recomputed ones."""
+    """Shared and left-padded prompts, rows finishing at different lengths (kept in the decode
+    batch, so every position is recorded), several decode calls, several buckets, a row
+    subset: the log-probs and gradients from the sampler's recorded projections equal the
+    recomputed ones."""
     m = model if which == "mha" else _gqa_llama(tok)  # gqa: biases in every projection
+    monkeypatch.setattr(rollout, "COMPACT_AT", 2.0)  # rows never leave the decode batch
     probs = _problems(["7=", "12+3=", "7=", "99*9-14="])
     _nan_buffers(monkeypatch)  # a position read but never written would poison the result
     runs = {}
@@ -600,8 +602,9 @@ def test_reused_projections_give_the_forwards_logprobs_and_gradients(
 
 
 def test_unwritten_record_positions_never_reach_the_result(model, tok, monkeypatch):
-    """With every record buffer starting as NaN, rows that finish early (and leave the decode
-    batch) and decode calls of different lengths still give finite, equal log-probs/grads."""
+    """With every record buffer starting as NaN, rows that finish early and leave the decode
+    batch (recording stops there) and decode calls of different lengths still give finite,
+    equal log-probs and gradients: buckets needing unrecorded positions are recomputed."""
     _nan_buffers(monkeypatch)
     monkeypatch.setattr(rollout, "COMPACT_AT", 0.01)  # every finished row leaves at once
     probs = _problems(["7=", "12+3=", "99*9-14=", "5="])
@@ -617,8 +620,26 @@ def test_unwritten_record_positions_never_reach_the_result(model, tok, monkeypat
         assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
 
 
+def test_gather_returns_the_record_copies_or_none(model):
+    buffers = lean_llama.record_buffers(model, 3, 4, "cpu")
+    for layer in buffers:
+        for b in layer.values():
+            b.copy_(torch.arange(3.0)[:, None, None].expand_as(b))  # row r holds r
+    stamp = lean_llama.weights_stamp(model)
+    rec = lean_llama.Recorded(buffers, torch.arange(3), stamp, torch.tensor([4, 4, 2]))
+    assert rec.gather(torch.arange(3), 4) is None  # row 2 wrote only positions 0, 1
+    part = rec.gather(torch.tensor([2, 0]), 2)
+    assert part is not buffers and part[1]["down_proj"][:, :, 0].tolist() == [[2, 2], [0, 0]]
+    sub = rec.take(torch.tensor([1, 0]))
+    assert sub.gather(torch.tensor([1]), 4)[0]["q_proj"].eq(0).all()  # take composes rows
+    whole = lean_llama.Recorded(buffers, torch.arange(3), stamp, torch.full((3,), 4))
+    assert whole.gather(torch.arange(3), 4) is buffers  # all rows in order, all valid: no copy
+
+
 def test_a_record_is_used_only_with_the_weights_it_was_made_with(model, tok, monkeypatch):
     import copy
+
+    monkeypatch.setattr(rollout, "COMPACT_AT", 2.0)  # every position recorded
 
     m = copy.deepcopy(model)
     gen = torch.Generator().manual_seed(3)
@@ -639,7 +660,8 @@ def test_a_record_is_used_only_with_the_weights_it_was_made_with(model, tok, mon
     assert not torch.allclose(after, before, atol=1e-3)  # the stale record would be wrong
 
 
-def test_concat_keeps_records_of_the_same_weights(model, tok):
+def test_concat_keeps_records_of_the_same_weights(model, tok, monkeypatch):
+    monkeypatch.setattr(rollout, "COMPACT_AT", 2.0)  # every position recorded
     gen = torch.Generator().manual_seed(8)
     a = generate_groups(model, tok, _problems(["7=", "12+3="]), 3, 6, generator=gen, record=True)
     b = generate_groups(model, tok, _problems(["99*9-14="]), 2, 14, generator=gen, record=True)
@@ -647,9 +669,10 @@ def test_concat_keeps_records_of_the_same_weights(model, tok):
     both = concat([a, b])
     assert both.recorded is not None
     plain = concat([Rollouts(**{**x.__dict__, "recorded": None}) for x in (a, b)])
-    assert torch.allclose(
-        response_logprobs(model, both), response_logprobs(model, plain), atol=1e-5, rtol=0
-    )
+    calls = _count_reuse(monkeypatch)
+    reused = response_logprobs(model, both, micro_batch=3)
+    assert calls  # buckets within each part's recorded positions reuse the record
+    assert torch.allclose(reused, response_logprobs(model, plain), atol=1e-5, rtol=0)
     unrecorded = Rollouts(**{**b.__dict__, "recorded": None})
     assert concat([a, unrecorded]).recorded is None
 

@@ -146,8 +146,10 @@ def test_second_update_uses_the_sampling_policy_as_old():
 def test_first_update_reuses_the_samplers_projections_within_the_budget(monkeypatch):
     """The batch keeps the sampler's projection outputs when they fit activation_reuse_mb
     (also across DAPO refill rounds), and the update taken with them equals the recomputed one."""
-    from grpo_dial import lean_llama
+    from grpo_dial import lean_llama, rollout
     from grpo_dial.rollout import Rollouts
+
+    monkeypatch.setattr(rollout, "COMPACT_AT", 2.0)  # rows stay in the decode batch: all recorded
 
     model, tokenizer = tiny_policy(seed=4)
     size = lean_llama.recorded_bytes(model, CFG.prompts_per_step * CFG.group_size, 7) / 2**20

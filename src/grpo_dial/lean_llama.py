@@ -13,10 +13,11 @@ module runs the same layers through their own modules, and
 the elementwise ops and the backward slower than the matmul saves.)
 
 Projection reuse (`can_record`, `Recorded`): a decode can write every projection's output
-(q, k, v, o, gate, up, down of every layer) at each forwarded response position; the log-prob
-forward of the same rows, while the weights are unchanged, then takes those outputs instead of
-recomputing x W^T + b, with the linear's own backward (dx = dy W, dW = dy^T x, db = sum dy) on the
-recomputed inputs x. The values are the sampler's: they equal the forward's up to float rounding.
+(q, k, v, o, gate, up, down of every layer) at each forwarded response position, until rows
+start leaving its batch; the log-prob forward of the same rows, while the weights are unchanged,
+then takes those outputs instead of recomputing x W^T + b, with the linear's own backward
+(dx = dy W, dW = dy^T x, db = sum dy) on the recomputed inputs x. The values are the sampler's:
+they equal the forward's up to float rounding.
 
 It applies only where it is the same computation (`applies`): exactly LlamaForCausalLM
 (every Llama-architecture checkpoint, SmolLM2 included) with sdpa attention, no attention
@@ -258,34 +259,45 @@ def weights_stamp(model: torch.nn.Module) -> tuple:
     return (id(model), tuple((id(p), p._version) for p in model.parameters()))
 
 
+# Stored batch-major: their product is down_proj's input, which its backward flattens (a
+# position-major product would be copied there); the other outputs are read only by elementwise
+# ops, reshapes and the residual sum, which take either layout.
+BATCH_MAJOR = ("gate_proj", "up_proj")
+
+
 def record_buffers(model: torch.nn.Module, rows: int, width: int, device) -> Outputs:
-    """Uninitialized (width, rows, out) float32 buffers per layer and projection (position-major:
-    a decode step writes one contiguous block)."""
+    """Uninitialized (rows, width, out) float32 buffers per layer and projection. Stored
+    position-major (a transposed (width, rows, out) tensor: each decode step's matmul writes one
+    contiguous block) except BATCH_MAJOR (written row by row)."""
+
+    def buffer(name: str, out: int) -> Tensor:
+        if name in BATCH_MAJOR:
+            return torch.empty((rows, width, out), device=device)
+        return torch.empty((width, rows, out), device=device).transpose(0, 1)
+
     return [
-        {
-            name: torch.empty((width, rows, _projection(layer, name).out_features), device=device)
-            for name in PROJECTIONS
-        }
+        {name: buffer(name, _projection(layer, name).out_features) for name in PROJECTIONS}
         for layer in model.model.layers
     ]
 
 
-def recorder(buffers: Outputs, rows: Tensor | None, column: int) -> Project:
-    """A `project` for `decode_logits` that also writes each output (R, 1, out) into
-    buffers[i][name][column, rows] (rows None: every buffer row, in order)."""
+def recorder(buffers: Outputs, column: int) -> Project:
+    """A `project` for `decode_logits` (every buffer row decoding) that also writes each output
+    (N, 1, out) into buffers[i][name][:, column]: position-major buffers take the matmul's
+    output directly."""
 
     def project(i: int, name: str, module: torch.nn.Module, x: Tensor) -> Tensor:
-        if rows is not None:
-            y = module(x)  # (R, 1, out)
-            buffers[i][name][column, rows] = y[:, 0]
+        target = buffers[i][name][:, column]  # (N, out)
+        if not target.is_contiguous():
+            y = module(x)  # (N, 1, out)
+            target.copy_(y[:, 0])
             return y
-        out = buffers[i][name][column]  # (R, out), contiguous: the matmul writes it directly
-        x2 = x.reshape(-1, x.shape[-1])  # (R, in)
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in)
         if module.bias is None:
-            torch.mm(x2, module.weight.t(), out=out)
+            torch.mm(x2, module.weight.t(), out=target)
         else:
-            torch.addmm(module.bias, x2, module.weight.t(), out=out)
-        return out.view(x.shape[0], 1, -1)
+            torch.addmm(module.bias, x2, module.weight.t(), out=target)
+        return target.view(x.shape[0], 1, -1)
 
     return project
 
@@ -326,35 +338,37 @@ def _known_projector(known: Outputs) -> Project:
 class Recorded:
     """Projection outputs a decode recorded, for the log-prob forward of the same rows.
 
-    outputs[i][name] (W, N_rec, out), position-major: [t, r] is the output of forwarding token t
-    of recorded row r (t < W; the last token is never forwarded); rows: the recorded row of each
-    rollout row (N,); stamp: `weights_stamp` when recorded: the outputs are used only while it
-    holds."""
+    outputs[i][name] (N_rec, W, out) (`record_buffers`' layouts): [r, t] is the output of
+    forwarding token t of recorded row r, written for t < valid[r] (the decode records until
+    rows start leaving its batch); rows: the recorded row of each rollout row (N,); stamp:
+    `weights_stamp` when recorded: the outputs are used only while it holds."""
 
     outputs: Outputs
     rows: Tensor  # (N,) long
     stamp: tuple
+    valid: Tensor  # (N_rec,) long
 
     def take(self, rows: Tensor) -> Recorded:
         """The same record for rollout rows `rows` (N',) (no copy)."""
-        return Recorded(self.outputs, self.rows[rows.to(self.rows.device)], self.stamp)
+        return Recorded(self.outputs, self.rows[rows.to(self.rows.device)], self.stamp, self.valid)
 
     def valid_for(self, model: torch.nn.Module) -> bool:
         return self.stamp == weights_stamp(model)
 
-    def gather(self, rows: Tensor, width: int) -> Outputs:
-        """Outputs (B, width, out) of rollout rows `rows` (B,), as transposed views of
-        position-major tensors: of the record itself when `rows` are all its rows in order at
-        full width, else of a copy."""
+    def gather(self, rows: Tensor, width: int) -> Outputs | None:
+        """Outputs (B, width, out) of rollout rows `rows` (B,): the record itself when `rows`
+        are all its rows in order at its full width, else contiguous copies; None when some
+        row has fewer than `width` positions written."""
         src = self.rows[rows.to(self.rows.device)]
+        if bool((self.valid[src] < width).any()):
+            return None
         first = self.outputs[0][PROJECTIONS[0]] if self.outputs else None
         whole = (
             first is not None
-            and width == first.shape[0]
-            and len(src) == first.shape[1]
+            and width == first.shape[1]
+            and len(src) == first.shape[0]
             and bool((src == torch.arange(len(src), device=src.device)).all())
         )
-        pick = (lambda y: y) if whole else (lambda y: y[:width, src])
-        return [
-            {name: pick(y).transpose(0, 1) for name, y in layer.items()} for layer in self.outputs
-        ]
+        if whole:
+            return self.outputs
+        return [{name: y[src, :width] for name, y in layer.items()} for layer in self.outputs]

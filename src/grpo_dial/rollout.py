@@ -114,25 +114,21 @@ def _concat_recorded(parts: list[Rollouts], width: int) -> lean_llama.Recorded |
         return None
     if len(records) == 1:
         return records[0]
-    gathered = [  # per part: per layer {name: (W_j, N_j, out)}, W_j = its response width - 1
-        rec.gather(torch.arange(len(r)), r.response_ids.shape[1] - 1)
-        for r, rec in zip(parts, records, strict=True)
-    ]
-    outputs = [  # position-major (width, N, out), zeros past a part's width
+    outputs = [  # (N, width, out): each part's rows, its positions, then zeros
         {
             name: torch.cat(
                 [
-                    F.pad(p[i][name].transpose(0, 1), (0, 0, 0, 0, 0, width - p[i][name].shape[1]))
-                    for p in gathered
-                ],
-                dim=1,
+                    F.pad(y[rec.rows, :width], (0, 0, 0, width - min(width, y.shape[1])))
+                    for y, rec in ((rec.outputs[i][name], rec) for rec in records)
+                ]
             )
             for name in layer
         }
-        for i, layer in enumerate(gathered[0])
+        for i, layer in enumerate(records[0].outputs)
     ]
     rows = torch.arange(sum(map(len, parts)), device=records[0].rows.device)
-    return lean_llama.Recorded(outputs, rows, records[0].stamp)
+    valid = torch.cat([rec.valid[rec.rows] for rec in records])
+    return lean_llama.Recorded(outputs, rows, records[0].stamp, valid)
 
 
 def _accepts(model: torch.nn.Module, name: str) -> bool:
@@ -250,28 +246,34 @@ def generate_groups(
                 first = int(sub_mask.any(0).long().argmax())  # drop all-padding columns
                 part_buffers = None
                 if buffers is not None:
-                    part_buffers = [
-                        {k: b[:, lo : lo + step] for k, b in ly.items()} for ly in buffers
-                    ]
+                    part_buffers = [{k: b[lo : lo + step] for k, b in ly.items()} for ly in buffers]
                 parts.append(
                     _decode(
-                        model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
-                        temperature, generator, eos, pad, part_buffers,
+                        model,
+                        sub[:, first:],
+                        sub_mask[:, first:],
+                        sizes,
+                        max_new_tokens,
+                        temperature,
+                        generator,
+                        eos,
+                        pad,
+                        part_buffers,
                     )  # fmt: skip
                 )
     finally:
         model.train(was_training)
     t_width = max(p[0].shape[1] for p in parts)
-    recorded = None
-    if buffers is not None:  # positions 0..T-2 were forwarded; zero what a part never wrote
-        for lo, part in zip(range(0, n, step), parts, strict=True):
-            for b in (b for layer in buffers for b in layer.values()):
-                b[part[0].shape[1] - 1 : t_width - 1, lo : lo + step] = 0
-        outputs = [{k: b[: t_width - 1] for k, b in layer.items()} for layer in buffers]
-        stamp = lean_llama.weights_stamp(model)
-        recorded = lean_llama.Recorded(outputs, torch.arange(n, device=device), stamp)
     out_ids = torch.cat([_pad_to(p[0], t_width, pad, False) for p in parts])  # (N, T)
     out_mask = torch.cat([_pad_to(p[1], t_width, 0, False) for p in parts])  # (N, T)
+    recorded = None
+    if buffers is not None:
+        outputs = [{k: b[:, : t_width - 1] for k, b in layer.items()} for layer in buffers]
+        sizes = [len(p[0]) for p in parts]
+        valid = torch.repeat_interleave(torch.tensor([p[3] for p in parts]), torch.tensor(sizes))
+        rows = torch.arange(n, device=device)
+        stamp = lean_llama.weights_stamp(model)
+        recorded = lean_llama.Recorded(outputs, rows, stamp, valid.to(device))
     finished = torch.cat([p[2] for p in parts])  # (N,)
 
     lengths = out_mask.sum(1)  # (N,)
@@ -356,7 +358,8 @@ def _decode(
     prefill with `lean_llama.forward` and decode with `lean_llama.decode_logits` on
     preallocated key/value buffers (same numbers to float rounding), others with the model's
     own forward and cache. buffers (lean only): `lean_llama.record_buffers` of these N rows,
-    written at each forwarded position (rows that leave: zeros from there on)."""
+    written at each forwarded position until the first rows leave the batch (per-row writes
+    would cost the decode more than the reuse saves); then a 4th value: the positions written."""
     device = prompt.device
     n = int(counts.sum())
     keep = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
@@ -392,7 +395,7 @@ def _decode(
     tokens = torch.full((n, max_new_tokens), pad, dtype=torch.long, device=device)  # (N, L)
     mask = torch.zeros((n, max_new_tokens), dtype=torch.long, device=device)  # (N, L)
     finished = torch.zeros(n, dtype=torch.bool, device=device)  # (N,)
-    steps = 0
+    steps = written = 0
     for t in range(max_new_tokens):
         tok = _sample(logits, temperature, generator, rows, n)  # (R,)
         tok = torch.where(alive, tok, pad)  # (R,)
@@ -412,10 +415,6 @@ def _decode(
             break
         if n_alive < len(rows) and len(rows) - n_alive >= COMPACT_AT * len(rows):
             live = alive.nonzero().squeeze(1)  # (R',)
-            if buffers is not None:  # positions t.. of leaving rows are never forwarded
-                gone = rows[~alive]
-                for b in (b for layer in buffers for b in layer.values()):
-                    b[t:, gone] = 0
             rows, alive, tok, next_pos = rows[live], alive[live], tok[live], next_pos[live]
             if not lean:
                 cache, attn = _select_rows(cache, live), attn[live]
@@ -437,12 +436,14 @@ def _decode(
             slot = width + t
             step_mask = None if full is None else full[..., : slot + 1]
             project = lean_llama.compute_projection
-            if buffers is not None:
-                project = lean_llama.recorder(buffers, None if len(rows) == n else rows, t)
+            if buffers is not None and len(rows) == n:
+                project, written = lean_llama.recorder(buffers, t), t + 1
             logits = lean_llama.decode_logits(
                 model, tok, next_pos, keys, values, slot, step_mask, table, project
             )
         next_pos = next_pos + 1
+    if buffers is not None:
+        return tokens[:, :steps], mask[:, :steps], finished, written
     return tokens[:, :steps], mask[:, :steps], finished
 
 
