@@ -10,7 +10,9 @@ positions, in differentiable forwards over concat(prompt, response).
 Fast paths, each exact: a prompt is prefilled (and, for the log-probs, forwarded) once per group
 and its cache repeated; finished rows leave the decode batch; log-prob forwards run on buckets of
 similar length cut to their own width (`plan_buckets`), so padding is barely computed; Llama
-models run both through `lean_llama` (the same numbers without the generic forward's overhead).
+models run both through `lean_llama` (the same numbers without the generic forward's overhead),
+and a decode asked to `record` keeps its projection outputs for the log-prob forward of the same
+weights (the same numbers to float rounding, without the projections' matmuls).
 
 All randomness comes from the `generator` passed in: the same generator state, model, inputs and
 generation_batch give the same rollouts (on the same device and thread count).
@@ -102,19 +104,21 @@ def concat(parts: list[Rollouts]) -> Rollouts:
         finished=torch.cat([r.finished for r in parts]),
         texts=[t for r in parts for t in r.texts],
         pad_token_id=pad,
-        recorded=_concat_recorded(parts, t_width - 1),
+        recorded=_concat_recorded(parts),
     )
 
 
-def _concat_recorded(parts: list[Rollouts], width: int) -> lean_llama.Recorded | None:
-    """The parts' records as one (a copy), or None unless every part has one of the same
-    weights."""
+def _concat_recorded(parts: list[Rollouts]) -> lean_llama.Recorded | None:
+    """The parts' records as one, or None unless every part has one of the same weights. The
+    copy stops at the longest recorded prefix: positions past a row's valid ones are never read."""
     records = [r.recorded for r in parts]
     if any(rec is None or rec.stamp != records[0].stamp for rec in records):
         return None
     if len(records) == 1:
         return records[0]
-    outputs = [  # (N, width, out): each part's rows, its positions, then zeros
+    valid = torch.cat([rec.valid[rec.rows] for rec in records])  # (N,)
+    width = int(valid.max()) if len(valid) else 0
+    outputs = [  # (N, width, out): each part's rows and positions, zeros after them
         {
             name: torch.cat(
                 [
@@ -126,8 +130,7 @@ def _concat_recorded(parts: list[Rollouts], width: int) -> lean_llama.Recorded |
         }
         for i, layer in enumerate(records[0].outputs)
     ]
-    rows = torch.arange(sum(map(len, parts)), device=records[0].rows.device)
-    valid = torch.cat([rec.valid[rec.rows] for rec in records])
+    rows = torch.arange(len(valid), device=records[0].rows.device)
     return lean_llama.Recorded(outputs, rows, records[0].stamp, valid)
 
 
