@@ -545,11 +545,11 @@ def _nan_buffers(monkeypatch):
     original = lean_llama.record_buffers
 
     def poisoned(*args):
-        buffers = original(*args)
+        buffers, lease = original(*args)
         for layer in buffers:
             for b in layer.values():
                 b.fill_(math.nan)
-        return buffers
+        return buffers, lease
 
     monkeypatch.setattr(lean_llama, "record_buffers", poisoned)
 
@@ -621,19 +621,24 @@ def test_unwritten_record_positions_never_reach_the_result(model, tok, monkeypat
 
 
 def test_gather_returns_the_record_copies_or_none(model):
-    buffers = lean_llama.record_buffers(model, 3, 4, "cpu")
+    buffers, _ = lean_llama.record_buffers(model, 3, 4, "cpu")
     for layer in buffers:
         for b in layer.values():
             b.copy_(torch.arange(3.0)[:, None, None].expand_as(b))  # row r holds r
     stamp = lean_llama.weights_stamp(model)
-    rec = lean_llama.Recorded(buffers, torch.arange(3), stamp, torch.tensor([4, 4, 2]))
+    rec = lean_llama.Recorded.of(buffers, stamp, torch.tensor([4, 4, 2]))
     assert rec.gather(torch.arange(3), 4) is None  # row 2 wrote only positions 0, 1
     part = rec.gather(torch.tensor([2, 0]), 2)
     assert part is not buffers and part[1]["down_proj"][:, :, 0].tolist() == [[2, 2], [0, 0]]
     sub = rec.take(torch.tensor([1, 0]))
     assert sub.gather(torch.tensor([1]), 4)[0]["q_proj"].eq(0).all()  # take composes rows
-    whole = lean_llama.Recorded(buffers, torch.arange(3), stamp, torch.full((3,), 4))
+    whole = lean_llama.Recorded.of(buffers, stamp, torch.full((3,), 4))
     assert whole.gather(torch.arange(3), 4) is buffers  # all rows in order, all valid: no copy
+    two = lean_llama.Recorded.concat([whole, rec.take(torch.tensor([2, 0]))])  # 3 + 2 rows
+    assert len(two.sources) == 2 and two.valid.tolist() == [4, 4, 4, 4, 4, 2]
+    assert two.gather(torch.arange(5), 4) is None  # rollout row 3 is recorded row 2: 2 valid
+    got = two.gather(torch.tensor([4, 1, 3]), 2)[0]["o_proj"][:, :, 0]
+    assert got.tolist() == [[0, 0], [1, 1], [2, 2]]  # rows from both sources, in request order
 
 
 def test_a_record_is_used_only_with_the_weights_it_was_made_with(model, tok, monkeypatch):
@@ -699,3 +704,23 @@ def test_recording_only_where_the_reusing_forward_is_the_same(model, tok):
     spec = SMALL
     per_token = spec.n_layers * (5 * spec.hidden_size + 2 * spec.intermediate_size)
     assert lean_llama.recorded_bytes(model, 10, 7) == 4 * 10 * 7 * per_token
+
+
+def test_record_buffers_are_reused_only_once_no_record_holds_them(model, tok):
+    def storage(rollouts):
+        return rollouts.recorded.sources[0][0]["up_proj"].data_ptr()
+
+    probs = _problems(["7=", "12+3="])
+    gen = torch.Generator().manual_seed(4)
+    first = generate_groups(model, tok, probs, 3, 9, generator=gen, record=True)
+    train = first.select(torch.tensor([0, 2, 5]))  # holds the record too
+    second = generate_groups(model, tok, probs, 3, 9, generator=gen, record=True)
+    assert storage(second) != storage(first)  # the first record is alive: fresh buffers
+    kept = storage(first)
+    del first
+    third = generate_groups(model, tok, probs, 3, 9, generator=gen, record=True)
+    assert storage(third) != kept  # `train` still holds the first record
+    del train
+    fourth = generate_groups(model, tok, probs, 3, 9, generator=gen, record=True)
+    assert storage(fourth) == kept  # now its pages are handed out again
+    assert storage(second) != storage(third)

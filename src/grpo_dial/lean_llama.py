@@ -30,6 +30,7 @@ Other models return None and keep the generic forward.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -265,20 +266,50 @@ def weights_stamp(model: torch.nn.Module) -> tuple:
 BATCH_MAJOR = ("gate_proj", "up_proj")
 
 
-def record_buffers(model: torch.nn.Module, rows: int, width: int, device) -> Outputs:
-    """Uninitialized (rows, width, out) float32 buffers per layer and projection. Stored
-    position-major (a transposed (width, rows, out) tensor: each decode step's matmul writes one
-    contiguous block) except BATCH_MAJOR (written row by row)."""
+class Lease:
+    """Held by every `Recorded` made from one set of record buffers; when the last is gone the
+    buffers (on the CPU) go back to a small pool."""
+
+
+SPARE_SETS = 2  # record buffer sets kept per shape: a training loop alternates between two
+_spare: dict[tuple, list[Outputs]] = {}
+
+
+def record_buffers(model: torch.nn.Module, rows: int, width: int, device) -> tuple[Outputs, Lease]:
+    """(uninitialized (rows, width, out) float32 buffers per layer and projection, their lease).
+
+    Stored position-major (a transposed (width, rows, out) tensor: each decode step's matmul
+    writes one contiguous block) except BATCH_MAJOR (written row by row). On the CPU a set whose
+    lease was collected is handed out again for the same shape: its pages stay mapped, where
+    fresh memory would cost a page fault per 4 KiB written (more than the writes themselves).
+    CUDA's caching allocator recycles memory on its own."""
+    widths = tuple(
+        _projection(layer, name).out_features
+        for layer in model.model.layers
+        for name in PROJECTIONS
+    )
+    key = (str(torch.device(device)), rows, width, widths)
+    spare = _spare.get(key)
 
     def buffer(name: str, out: int) -> Tensor:
         if name in BATCH_MAJOR:
             return torch.empty((rows, width, out), device=device)
         return torch.empty((width, rows, out), device=device).transpose(0, 1)
 
-    return [
+    buffers = spare.pop() if spare else [
         {name: buffer(name, _projection(layer, name).out_features) for name in PROJECTIONS}
         for layer in model.model.layers
-    ]
+    ]  # fmt: skip
+    lease = Lease()
+    if torch.device(device).type == "cpu":
+        weakref.finalize(lease, _give_back, key, buffers)
+    return buffers, lease
+
+
+def _give_back(key: tuple, buffers: Outputs) -> None:
+    spare = _spare.setdefault(key, [])
+    if len(spare) < SPARE_SETS:
+        spare.append(buffers)
 
 
 def recorder(buffers: Outputs, column: int) -> Project:
@@ -336,39 +367,80 @@ def _known_projector(known: Outputs) -> Project:
 
 @dataclass
 class Recorded:
-    """Projection outputs a decode recorded, for the log-prob forward of the same rows.
+    """Projection outputs one or more decodes recorded, for the log-prob forward of the same rows.
 
-    outputs[i][name] (N_rec, W, out) (`record_buffers`' layouts): [r, t] is the output of
-    forwarding token t of recorded row r, written for t < valid[r] (the decode records until
-    rows start leaving its batch); rows: the recorded row of each rollout row (N,); stamp:
-    `weights_stamp` when recorded: the outputs are used only while it holds."""
+    sources[s][i][name] (N_s, W_s, out) (`record_buffers`' layouts): one decode's outputs; the
+    recorded rows are the sources' rows one after the other (source s starts at starts[s]), and
+    [r, t] is the output of forwarding token t of recorded row r, written for t < valid[r] (a
+    decode records until rows start leaving its batch); rows: the recorded row of each rollout
+    row (N,); stamp: `weights_stamp` when recorded: the outputs are used only while it holds."""
 
-    outputs: Outputs
+    sources: list[Outputs]
+    starts: Tensor  # (S,) long
     rows: Tensor  # (N,) long
     stamp: tuple
     valid: Tensor  # (N_rec,) long
+    leases: tuple = ()  # of the sources' buffers (`record_buffers`)
+
+    @classmethod
+    def of(cls, outputs: Outputs, stamp: tuple, valid: Tensor, lease: Lease | None = None):
+        """The record of one decode, rollout row r = recorded row r."""
+        zero = torch.zeros(1, dtype=torch.long, device=valid.device)
+        rows = torch.arange(len(valid), device=valid.device)
+        return cls([outputs], zero, rows, stamp, valid, () if lease is None else (lease,))
+
+    @classmethod
+    def concat(cls, records: list[Recorded]) -> Recorded:
+        """One record whose rollout rows are each record's in turn (no copy); same stamp."""
+        sizes = torch.tensor([len(r.valid) for r in records])
+        first = (torch.cumsum(sizes, 0) - sizes).tolist()  # each record's first recorded row
+        return cls(
+            [src for r in records for src in r.sources],
+            torch.cat([r.starts + f for r, f in zip(records, first, strict=True)]),
+            torch.cat([r.rows + f for r, f in zip(records, first, strict=True)]),
+            records[0].stamp,
+            torch.cat([r.valid for r in records]),
+            tuple(lease for r in records for lease in r.leases),
+        )
 
     def take(self, rows: Tensor) -> Recorded:
         """The same record for rollout rows `rows` (N',) (no copy)."""
-        return Recorded(self.outputs, self.rows[rows.to(self.rows.device)], self.stamp, self.valid)
+        picked = self.rows[rows.to(self.rows.device)]
+        return Recorded(self.sources, self.starts, picked, self.stamp, self.valid, self.leases)
 
     def valid_for(self, model: torch.nn.Module) -> bool:
         return self.stamp == weights_stamp(model)
 
     def gather(self, rows: Tensor, width: int) -> Outputs | None:
-        """Outputs (B, width, out) of rollout rows `rows` (B,): the record itself when `rows`
-        are all its rows in order at its full width, else contiguous copies; None when some
-        row has fewer than `width` positions written."""
+        """Outputs (B, width, out) of rollout rows `rows` (B,): a single source itself when
+        `rows` are all its rows in order at its full width, else contiguous copies; None when
+        some row has fewer than `width` positions written."""
         src = self.rows[rows.to(self.rows.device)]
         if bool((self.valid[src] < width).any()):
             return None
-        first = self.outputs[0][PROJECTIONS[0]] if self.outputs else None
-        whole = (
-            first is not None
-            and width == first.shape[1]
-            and len(src) == first.shape[0]
-            and bool((src == torch.arange(len(src), device=src.device)).all())
-        )
-        if whole:
-            return self.outputs
-        return [{name: y[src, :width] for name, y in layer.items()} for layer in self.outputs]
+        if len(self.sources) == 1:
+            outputs = self.sources[0]
+            first = outputs[0][PROJECTIONS[0]] if outputs else None
+            whole = (
+                first is not None
+                and width == first.shape[1]
+                and len(src) == first.shape[0]
+                and bool((src == torch.arange(len(src), device=src.device)).all())
+            )
+            if whole:
+                return outputs
+            return [{name: y[src, :width] for name, y in layer.items()} for layer in outputs]
+        source = torch.searchsorted(self.starts, src, right=True) - 1  # (B,)
+        local = src - self.starts[source]  # (B,) row within its source
+        picks = [(s, (source == s).nonzero().squeeze(1)) for s in range(len(self.sources))]
+        picks = [(s, at, local[at]) for s, at in picks if len(at)]
+        gathered = []
+        for i, layer in enumerate(self.sources[0]):
+            part = {}
+            for name, y0 in layer.items():
+                out = y0.new_empty((len(src), width, y0.shape[2]))
+                for s, at, row in picks:
+                    out[at] = self.sources[s][i][name][row, :width]
+                part[name] = out
+            gathered.append(part)
+        return gathered

@@ -109,29 +109,12 @@ def concat(parts: list[Rollouts]) -> Rollouts:
 
 
 def _concat_recorded(parts: list[Rollouts]) -> lean_llama.Recorded | None:
-    """The parts' records as one, or None unless every part has one of the same weights. The
-    copy stops at the longest recorded prefix: positions past a row's valid ones are never read."""
+    """The parts' records as one (no copy), or None unless every part has one of the same
+    weights."""
     records = [r.recorded for r in parts]
     if any(rec is None or rec.stamp != records[0].stamp for rec in records):
         return None
-    if len(records) == 1:
-        return records[0]
-    valid = torch.cat([rec.valid[rec.rows] for rec in records])  # (N,)
-    width = int(valid.max()) if len(valid) else 0
-    outputs = [  # (N, width, out): each part's rows and positions, zeros after them
-        {
-            name: torch.cat(
-                [
-                    F.pad(y[rec.rows, :width], (0, 0, 0, width - min(width, y.shape[1])))
-                    for y, rec in ((rec.outputs[i][name], rec) for rec in records)
-                ]
-            )
-            for name in layer
-        }
-        for i, layer in enumerate(records[0].outputs)
-    ]
-    rows = torch.arange(len(valid), device=records[0].rows.device)
-    return lean_llama.Recorded(outputs, rows, records[0].stamp, valid)
+    return records[0] if len(records) == 1 else lean_llama.Recorded.concat(records)
 
 
 def _accepts(model: torch.nn.Module, name: str) -> bool:
@@ -239,7 +222,9 @@ def generate_groups(
     record = record and lean_llama.can_record(model)
     n = len(owner)
     # written in place under inference mode, allocated outside it: normal tensors autograd can use
-    buffers = lean_llama.record_buffers(model, n, max_new_tokens - 1, device) if record else None
+    buffers, lease = (
+        lean_llama.record_buffers(model, n, max_new_tokens - 1, device) if record else (None, None)
+    )
     try:  # inference mode: no autograd bookkeeping; torch.cat below returns normal tensors
         with torch.inference_mode():
             step = n if generation_batch is None else generation_batch
@@ -274,9 +259,8 @@ def generate_groups(
         outputs = [{k: b[:, : t_width - 1] for k, b in layer.items()} for layer in buffers]
         sizes = [len(p[0]) for p in parts]
         valid = torch.repeat_interleave(torch.tensor([p[3] for p in parts]), torch.tensor(sizes))
-        rows = torch.arange(n, device=device)
         stamp = lean_llama.weights_stamp(model)
-        recorded = lean_llama.Recorded(outputs, rows, stamp, valid.to(device))
+        recorded = lean_llama.Recorded.of(outputs, stamp, valid.to(device), lease)
     finished = torch.cat([p[2] for p in parts])  # (N,)
 
     lengths = out_mask.sum(1)  # (N,)
