@@ -532,9 +532,9 @@ def _count_reuse(monkeypatch) -> list[int]:
     calls = []
     original = lean_llama._known_projector
 
-    def spy(known):
+    def spy(known, holds):
         calls.append(1)
-        return original(known)
+        return original(known, holds)
 
     monkeypatch.setattr(lean_llama, "_known_projector", spy)
     return calls
@@ -724,3 +724,31 @@ def test_record_buffers_are_reused_only_once_no_record_holds_them(model, tok):
     fourth = generate_groups(model, tok, probs, 3, 9, generator=gen, record=True)
     assert storage(fourth) == kept  # now its pages are handed out again
     assert storage(second) != storage(third)
+
+
+def test_a_graph_built_on_a_record_keeps_its_buffers_from_being_recycled(model, tok):
+    """The log-prob graph of a whole record holds views of its buffers: they must not be handed
+    to a later decode before that graph is gone, even when every Rollouts holding the record is
+    (writes under inference mode would not be caught by autograd's version check)."""
+    import copy
+
+    m = copy.deepcopy(model)
+    eos = torch.tensor(rollout._eos_ids(m, tok))
+    m.get_output_embeddings().register_forward_hook(  # no row finishes: one bucket, in order
+        lambda mod, inp, out: out.index_fill(-1, eos, -1e4)
+    )
+    probs = _problems(["7=", "12+3="])
+    gen = torch.Generator().manual_seed(6)
+    r = generate_groups(m, tok, probs, 3, 9, generator=gen, record=True)
+    assert r.recorded.gather(torch.arange(len(r)), 8) is r.recorded.sources[0]  # the buffers
+    plain = Rollouts(**{**r.__dict__, "recorded": None})
+    weights = torch.linspace(-1, 1, r.response_ids.numel()).view(r.response_ids.shape)
+    lp = response_logprobs(m, r)
+    del r
+    for seed in (7, 8):  # later records of the same shape
+        generate_groups(m, tok, probs, 3, 9, generator=gen.manual_seed(seed), record=True)
+    (lp * weights).sum().backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    _, want = _logprobs_and_grads(m, plain)
+    for x, y in zip(got, want, strict=True):
+        assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)

@@ -165,7 +165,7 @@ def test_first_update_reuses_the_samplers_projections_within_the_budget(monkeypa
     plain = copy.deepcopy(model)  # another model: the record applies only to `model`
     used = []
     known = lean_llama._known_projector
-    monkeypatch.setattr(lean_llama, "_known_projector", lambda k: used.append(1) or known(k))
+    monkeypatch.setattr(lean_llama, "_known_projector", lambda k, h: used.append(1) or known(k, h))
     results = []
     for m, rollouts in ((model, train), (plain, Rollouts(**{**train.__dict__, "recorded": None}))):
         out = policy_update(m, trainer.make_optimizer(m, cfg), rollouts, adv, dapo, cfg)

@@ -187,7 +187,7 @@ def attend_mask(key_mask: Tensor, t: int) -> Tensor:
 
 def forward(
     model, ids: Tensor, pos: Tensor, key_mask: Tensor, past: list[KV] | None = None,
-    keep_last: bool = False, known: Outputs | None = None,
+    keep_last: bool = False, known: Outputs | None = None, holds: tuple = (),
 ) -> tuple[Tensor, list[KV]]:  # fmt: skip
     """(logits (B, T, V) or (B, 1, V) with keep_last, this segment's keys/values per layer).
 
@@ -195,7 +195,7 @@ def forward(
     past: per layer (keys, values) (B, H_kv, S - T, hd) from an earlier segment (e.g. the
     prompt, repeated over its responses); known: these tokens' projection outputs (B, T, out)
     per layer and name, recorded with the current weights (`Recorded.gather`), used instead of
-    the projections' matmuls. Differentiable."""
+    the projections' matmuls; holds: their record's leases, kept by the graph. Differentiable."""
     own: list[KV] = []
 
     def kv_of(i: int, k: Tensor, v: Tensor) -> KV:
@@ -206,7 +206,7 @@ def forward(
 
     mask = attend_mask(key_mask, ids.shape[1])
     h = model.model.embed_tokens(ids)  # (B, T, D)
-    project = compute_projection if known is None else _known_projector(known)
+    project = compute_projection if known is None else _known_projector(known, holds)
     h = _layers(model, h, model.model.rotary_emb(h, pos), mask, kv_of, project)
     return model.lm_head(h[:, -1:] if keep_last else h), own
 
@@ -338,9 +338,10 @@ class _KnownLinear(torch.autograd.Function):
     y, the backward is the linear's: dx = dy W, dW = dy^T x, db = sum dy."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, y: Tensor) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, y: Tensor, holds: tuple):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
+        ctx.holds = holds  # the record's leases: its buffers are not recycled under this graph
         return y.view_as(y)
 
     @staticmethod
@@ -355,12 +356,12 @@ class _KnownLinear(torch.autograd.Function):
             dw = dy2.t() @ x.reshape(-1, x.shape[-1])
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy2.sum(0)
-        return dx, dw, db, None
+        return dx, dw, db, None, None
 
 
-def _known_projector(known: Outputs) -> Project:
+def _known_projector(known: Outputs, holds: tuple) -> Project:
     def project(i: int, name: str, module: torch.nn.Module, x: Tensor) -> Tensor:
-        return _KnownLinear.apply(x, module.weight, module.bias, known[i][name])
+        return _KnownLinear.apply(x, module.weight, module.bias, known[i][name], holds)
 
     return project
 

@@ -464,14 +464,17 @@ def plan_buckets(
     return [order[a:b] for a, b in reversed(bounds)]
 
 
-def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool, known=None) -> Tensor:
+def _bucket_logits(
+    model, prompt, p_mask, target, resp_mask, can_keep: bool, known=None, holds=()
+) -> Tensor:
     """Float logits (B, tw, V) predicting target[:, t] from prompt + target[:, :t].
 
     Each distinct prompt row is forwarded once and its cache repeated over the rows sharing it
     (a group's G responses), then target[:, :tw-1] is forwarded on that cache: the prompt is
     not recomputed per response and the last response token (which predicts nothing) is not
-    forwarded. Without a returned cache: one forward over concat(prompt, target). known (lean
-    only): the response tokens' recorded projection outputs (`lean_llama.forward`)."""
+    forwarded. Without a returned cache: one forward over concat(prompt, target). known, holds
+    (lean only): the response tokens' recorded projection outputs and their record's leases
+    (`lean_llama.forward`)."""
     pw, tw = prompt.shape[1], target.shape[1]
     key = torch.cat([prompt, p_mask], 1)  # (B, 2 pw)
     uniq, inverse = torch.unique(key, dim=0, return_inverse=True)  # (U, 2 pw), (B,)
@@ -485,7 +488,9 @@ def _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool, kno
         attn = torch.cat([p_mask, resp_mask[:, : tw - 1]], 1)  # (B, pw + tw - 1)
         pos = (attn.cumsum(1) - 1).clamp(min=0)[:, pw:]  # (B, tw - 1)
         past = [(k[inverse], v[inverse]) for k, v in kv]
-        logits, _ = lean_llama.forward(model, target[:, : tw - 1], pos, attn, past, known=known)
+        logits, _ = lean_llama.forward(
+            model, target[:, : tw - 1], pos, attn, past, known=known, holds=holds
+        )
         return torch.cat([first, logits.float()], 1)  # (B, tw, V)
     keep = {"logits_to_keep": 1} if can_keep else {}
     out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, **keep)
@@ -557,7 +562,8 @@ def response_logprobs(
         target = rollouts.response_ids[idx, :tw]  # (B, tw)
         resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
         known = None if recorded is None else recorded.gather(idx, tw - 1)
-        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known)
+        holds = () if known is None else recorded.leases
+        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known, holds)
         picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
         logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
         chunks.append(F.pad(logp, (0, t_len - tw)))  # (B, T)
