@@ -254,19 +254,25 @@ def build_setup(settings: StepSettings, progress: bool = False) -> Setup:
 # --------------------------------------------------------------------------- our step
 
 
-@contextlib.contextmanager
-def _timed(module, name: str, sink: dict[str, float]) -> Iterator[None]:
-    """Replace module.name by a wrapper adding its wall time to sink[name] (restored after)."""
-    original = getattr(module, name)
+def _timing(original: Callable, name: str, sink: Callable[[], dict[str, float]]) -> Callable:
+    """original, adding each call's wall time to sink()[name]."""
 
     def wrapper(*args, **kwargs):
         t = time.perf_counter()
         try:
             return original(*args, **kwargs)
         finally:
-            sink[name] = sink.get(name, 0.0) + time.perf_counter() - t
+            times = sink()
+            times[name] = times.get(name, 0.0) + time.perf_counter() - t
 
-    setattr(module, name, wrapper)
+    return wrapper
+
+
+@contextlib.contextmanager
+def _timed(module, name: str, sink: dict[str, float]) -> Iterator[None]:
+    """Replace module.name by a wrapper adding its wall time to sink[name] (restored after)."""
+    original = getattr(module, name)
+    setattr(module, name, _timing(original, name, lambda: sink))
     try:
         yield
     finally:
@@ -463,17 +469,7 @@ def run_step_bench(
 
 
 def _wrap_method(obj, name: str, sink: Callable[[], dict[str, float]]) -> None:
-    original = getattr(obj, name)
-
-    def wrapper(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            s = sink()
-            s[name] = s.get(name, 0.0) + time.perf_counter() - t
-
-    setattr(obj, name, wrapper)
+    setattr(obj, name, _timing(getattr(obj, name), name, sink))
 
 
 # --------------------------------------------------------------------------- pipeline checks

@@ -244,14 +244,15 @@ def _projection(layer, name: str) -> torch.nn.Module:
     )
 
 
+def _widths(model: torch.nn.Module) -> tuple[int, ...]:
+    """out_features of every projection, layer by layer in PROJECTIONS order."""
+    layers = model.model.layers
+    return tuple(_projection(layer, name).out_features for layer in layers for name in PROJECTIONS)
+
+
 def recorded_bytes(model: torch.nn.Module, rows: int, width: int) -> int:
     """Bytes of the projection outputs of `rows` rows x `width` positions (float32)."""
-    outs = sum(
-        _projection(layer, name).out_features
-        for layer in model.model.layers
-        for name in PROJECTIONS
-    )
-    return 4 * rows * width * outs
+    return 4 * rows * width * sum(_widths(model))
 
 
 def weights_stamp(model: torch.nn.Module) -> tuple:
@@ -283,12 +284,7 @@ def record_buffers(model: torch.nn.Module, rows: int, width: int, device) -> tup
     lease was collected is handed out again for the same shape: its pages stay mapped, where
     fresh memory would cost a page fault per 4 KiB written (more than the writes themselves).
     CUDA's caching allocator recycles memory on its own."""
-    widths = tuple(
-        _projection(layer, name).out_features
-        for layer in model.model.layers
-        for name in PROJECTIONS
-    )
-    key = (str(torch.device(device)), rows, width, widths)
+    key = (str(torch.device(device)), rows, width, _widths(model))
     spare = _spare.get(key)
 
     def buffer(name: str, out: int) -> Tensor:
