@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_dial.policy import PolicySpec, build_char_tokenizer, build_tiny_llama, save_policy
-from grpo_dial.rollout import generate_groups
-from grpo_dial.tasks.base import LengthSplit, Problem, Verdict
+from grpo_dial.data.tasks.base import LengthSplit, Problem, Verdict
+from grpo_dial.policy.model import PolicySpec, build_char_tokenizer, build_tiny_llama, save_policy
+from grpo_dial.policy.rollout import generate_groups
 
 TINY = PolicySpec(
     n_layers=1, hidden_size=32, n_heads=2, intermediate_size=64, max_position_embeddings=64

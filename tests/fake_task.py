@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_dial.tasks.base import SPLITS, LengthSplit, Problem, Verdict
+from grpo_dial.data.tasks.base import SPLITS, LengthSplit, Problem, Verdict
 
 SPLIT_DIGITS = {"train": range(0, 7), "eval": range(7, 9), "heldout": range(9, 10)}
 

@@ -12,4 +12,4 @@ rule convert_smollm:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/convert_model.py"
+        "../scripts/convert_smollm.py"

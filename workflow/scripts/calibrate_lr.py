@@ -1,4 +1,4 @@
-"""Rule `calibrate_lr`: a thin call into grpo_dial.policy_stages.calibrate_lr."""
+"""Rule script: a thin call into grpo_dial.stages.policy.calibrate_lr."""
 
 import sys
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 # The repository's own source, so the rule also runs in a conda env without the package installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))  # noqa: F821
 
-from grpo_dial import policy_stages, stages  # noqa: E402
+from grpo_dial.stages import policy  # noqa: E402
+from grpo_dial.stages.run import run_rule  # noqa: E402
 
-stages.run_rule(policy_stages.calibrate_lr, snakemake)  # noqa: F821 (injected by Snakemake)
+run_rule(policy.calibrate_lr, snakemake)  # noqa: F821 (injected by Snakemake)

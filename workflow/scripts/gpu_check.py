@@ -141,7 +141,7 @@ def base_model(config: Mapping, out: Path, model: str | None) -> str:
         return model
     base = config["model"]["base"]
     if base == "smollm2":
-        from grpo_dial.convert import SMOLLM_NAME, convert_smollm
+        from grpo_dial.policy.convert import SMOLLM_NAME, convert_smollm
 
         path = out / "chain" / "models" / SMOLLM_NAME
         if not (path / "config.json").exists():
@@ -160,12 +160,12 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
     warms kernels and allocators up). Memory is None off CUDA."""
     import torch
 
-    from grpo_dial.advantage import advantages, dial_from_config
-    from grpo_dial.policy import autocast, load_policy
-    from grpo_dial.rollout import generate_groups
-    from grpo_dial.tasks import get_task
-    from grpo_dial.train_config import TrainConfig
-    from grpo_dial.train_step import make_optimizer, policy_update, score
+    from grpo_dial.core.advantage import advantages, dial_from_config
+    from grpo_dial.data.tasks import get_task
+    from grpo_dial.policy.model import autocast, load_policy
+    from grpo_dial.policy.rollout import generate_groups
+    from grpo_dial.train.config import TrainConfig
+    from grpo_dial.train.step import make_optimizer, policy_update, score
 
     names = {f.name for f in fields(TrainConfig)}  # the train keys that are TrainConfig fields
     train = {k: v for k, v in config["train"].items() if k in names}

@@ -1,4 +1,4 @@
-"""Rule script: a thin call into grpo_dial.report_stages.summary_markdown."""
+"""Rule script: a thin call into grpo_dial.stages.report.summary_markdown."""
 
 import sys
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 # The repository's own source, so the rule also runs in a conda env without the package installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))  # noqa: F821
 
-from grpo_dial import report_stages, stages  # noqa: E402
+from grpo_dial.stages import report  # noqa: E402
+from grpo_dial.stages.run import run_rule  # noqa: E402
 
-stages.run_rule(report_stages.summary_markdown, snakemake)  # noqa: F821 (injected by Snakemake)
+run_rule(report.summary_markdown, snakemake)  # noqa: F821 (injected by Snakemake)

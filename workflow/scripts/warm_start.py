@@ -1,4 +1,4 @@
-"""Rule `warm_start`: a thin call into grpo_dial.policy_stages.warm_start."""
+"""Rule script: a thin call into grpo_dial.stages.policy.warm_start."""
 
 import sys
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 # The repository's own source, so the rule also runs in a conda env without the package installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))  # noqa: F821
 
-from grpo_dial import policy_stages, stages  # noqa: E402
+from grpo_dial.stages import policy  # noqa: E402
+from grpo_dial.stages.run import run_rule  # noqa: E402
 
-stages.run_rule(policy_stages.warm_start, snakemake)  # noqa: F821 (injected by Snakemake)
+run_rule(policy.warm_start, snakemake)  # noqa: F821 (injected by Snakemake)

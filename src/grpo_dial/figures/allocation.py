@@ -8,9 +8,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.allocation_compare import t_interval
+from grpo_dial.analysis.allocation_compare import t_interval
 from grpo_dial.figures import theme
-from grpo_dial.train_records import PASS_RATE_BANDS
+from grpo_dial.train.records import PASS_RATE_BANDS
 
 
 def allocation_figure(

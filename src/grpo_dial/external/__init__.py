@@ -1,0 +1,3 @@
+"""Runs logged by other trainers (TRL, verl, generic tables): file readers, importers,
+diagnostics.
+"""

@@ -1,0 +1,88 @@
+"""Entry points of the bring-your-own-run rules: import a logged run, diagnose it, draw it.
+
+Same contract as `grpo_dial.stages`: `stage(input, output, params)` with plain mappings.
+`diagnose_directory` runs all three in one call for `grpo-dial diagnose`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from grpo_dial.tables import read_table, write_table
+
+log = logging.getLogger("grpo_dial")
+
+DIAGNOSIS = ("silent", "passrates", "recommended_g", "terms", "curves", "summary")
+
+
+def import_run(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """One external run's rollouts in the per-response schema."""
+    from grpo_dial.external.importers import import_run as load
+
+    responses, report = load(params["spec"])
+    log.info("imported %s", report)
+    write_table(responses, output["responses"])
+
+
+def diagnose(responses: pd.DataFrame, name: str, params: Mapping) -> dict[str, pd.DataFrame]:
+    """Every diagnosis table of one imported run."""
+    from grpo_dial.analysis import decompose as d
+    from grpo_dial.analysis import difficulty
+    from grpo_dial.external.diagnostics import diagnostics as x
+
+    silent = x.silent_by_step(responses)
+    table = x.run_passrates(responses, name)
+    before, after = d.windows(responses["step"].unique(), fraction=params["window_fraction"])
+    terms = d.decompose_with_intervals(
+        responses, before, after, n_boot=params["n_boot"], seed=params["seed"]
+    )
+    return {
+        "silent": silent,
+        "passrates": table,
+        "recommended_g": difficulty.recommended_group_size(table, name,
+                                                           fidelity=params["fidelity"]),
+        "terms": terms,
+        "curves": d.length_curves(responses),
+        "summary": x.run_summary(responses, silent, terms, fraction=params["window_fraction"]),
+    }  # fmt: skip
+
+
+def diagnose_run(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Silent fraction against the closed form, pass rates and recommended G, decomposition."""
+    tables = diagnose(read_table(input["responses"]), params["name"], params)
+    log.info("%s:\n%s", params["name"], tables["summary"].to_string(index=False))
+    for name, frame in tables.items():
+        write_table(frame, output[name])
+
+
+def external_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    from grpo_dial.figures import save
+    from grpo_dial.figures.external import external_figure as draw
+
+    fig = draw(params["name"], read_table(input["curves"]), read_table(input["silent"]),
+               read_table(input["terms"]))  # fmt: skip
+    save(fig, output["figure_png"], output["figure_pdf"])
+
+
+def diagnose_directory(spec: Mapping, out_dir: str | Path, params: Mapping) -> pd.DataFrame:
+    """Import, diagnose and draw one run into out_dir; returns the key numbers."""
+    from grpo_dial.external.importers import import_run as load
+    from grpo_dial.figures import save
+    from grpo_dial.figures.external import external_figure as draw
+
+    out = Path(out_dir)
+    responses, report = load(spec)
+    log.info("imported %s", report)
+    write_table(responses, out / "responses.parquet")
+    name = Path(spec["path"]).name or "run"
+    tables = diagnose(responses, name, params)
+    suffix = {"passrates": ".parquet", "recommended_g": ".parquet", "curves": ".parquet"}
+    for key, frame in tables.items():
+        write_table(frame, out / f"{key}{suffix.get(key, '.csv')}")
+    save(draw(name, tables["curves"], tables["silent"], tables["terms"]),
+         out / "diagnosis.png", out / "diagnosis.pdf")  # fmt: skip
+    return tables["summary"]

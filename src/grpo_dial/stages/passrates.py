@@ -1,0 +1,17 @@
+"""Rule file passrates.smk: one configured pass-rate source into the tidy schema."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+log = logging.getLogger("grpo_dial")
+
+
+def passrates(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Load one configured pass-rate source into the tidy schema."""
+    from grpo_dial.passrates.tables import load_passrates, write_passrates
+
+    table, report = load_passrates(params["spec"])
+    log.info("loaded %s: %s", params["spec"].get("kind"), report)
+    write_passrates(table, output["table"])

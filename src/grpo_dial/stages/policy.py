@@ -1,0 +1,204 @@
+"""Entry points of the policy rules: warm start, pass-rate estimation, lr calibration, training.
+
+Same contract as `grpo_dial.stages`: `stage(input, output, params)` with plain mappings, so each
+runs from Snakemake (`stages.run_rule`), the CLI or a test. Torch is imported here, never in the
+workflow's DAG-building code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from grpo_dial.tables import read_table, write_table
+
+log = logging.getLogger("grpo_dial")
+
+
+def _prepare_job(params: Mapping) -> Mapping:
+    """Pin torch to the job's threads so parallel jobs do not fight over the cores; a bare
+    "cuda" device becomes a GPU claimed for this job (grpo_dial.policy.devices)."""
+    import torch
+
+    from grpo_dial.policy.devices import resolve_device
+
+    if params.get("threads"):
+        torch.set_num_threads(int(params["threads"]))
+    if "device" in params:
+        return {**params, "device": resolve_device(params["device"])}
+    return params
+
+
+def _base_model(input: Mapping, params: Mapping) -> str:
+    """The warm-started model directory when this workflow built it, else the configured path/id."""
+    return str(input["model"]) if "model" in input else str(params["model"])
+
+
+def _task(params: Mapping):
+    from grpo_dial.data.tasks import get_task
+
+    spec = params["task"]
+    return get_task(spec["name"], **spec.get("options", {}))
+
+
+def warm_start(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Build the tiny char-level Llama for the task's alphabet and warm-start it."""
+    from grpo_dial.policy.model import (
+        PolicySpec,
+        build_char_tokenizer,
+        build_tiny_llama,
+        save_policy,
+    )
+    from grpo_dial.policy.warm_start import WarmStartConfig
+    from grpo_dial.policy.warm_start import warm_start as run_warm_start
+
+    params = _prepare_job(params)
+    task = _task(params)
+    tokenizer = build_char_tokenizer(task.alphabet)
+    model = build_tiny_llama(PolicySpec(**params["spec"]), tokenizer, seed=params["model_seed"])
+    model.to(params["device"])
+    settings = dict(params["warm_start"])
+    settings["style_weights"] = tuple(settings["style_weights"].items())
+    curve = run_warm_start(task, model, tokenizer, WarmStartConfig(**settings))
+    log.info("warm start: loss %.3f -> %.3f", curve["loss"].iloc[0], curve["loss"].iloc[-1])
+    save_policy(model, tokenizer, output["model"])
+    write_table(curve, output["loss"])
+
+
+def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Pass rates of the base policy on the task's training pool."""
+    from grpo_dial.passrates.estimate import estimate_pass_rates as estimate
+    from grpo_dial.passrates.tables import write_passrates
+    from grpo_dial.policy.model import load_policy
+
+    params = _prepare_job(params)
+    task = _task(params)
+    settings = params["pass_rates"]
+    model, tokenizer = load_policy(
+        _base_model(input, params),
+        device=params["device"],
+        attn_implementation=params.get("attn_implementation", "sdpa"),
+    )
+    problems = task.problems("train", settings["pool"], settings["seed"])
+    table = estimate(
+        model,
+        tokenizer,
+        task,
+        problems,
+        n_samples=settings["samples"],
+        max_new_tokens=settings["max_new_tokens"],
+        temperature=settings["temperature"],
+        seed=settings["seed"],
+        prompts_per_batch=settings["prompts_per_batch"],
+    )
+    shares = {
+        "p = 0": float((table["k"] == 0).mean()),
+        "0 < p < 1": float(((table["k"] > 0) & (table["k"] < table["n"])).mean()),
+        "p = 1": float((table["k"] == table["n"]).mean()),
+    }
+    log.info("base policy pass rates over %d prompts: %s", len(table), shares)
+    write_passrates(table, output["table"])
+
+
+ALLOCATION_FIELDS = {  # config key (train.allocation, a dial's allocation) -> TrainConfig field
+    "signal": "allocation_signal",
+    "g_min": "g_min",
+    "g_max": "g_max",
+    "unanimous": "unanimous",
+    "prior_strength": "tracker_prior_strength",
+    "decay": "tracker_decay",
+}
+
+
+def _allocation(params: Mapping) -> dict:
+    """TrainConfig allocation fields: the dial's group_size, train.allocation overridden by the
+    dial's own allocation settings."""
+    dial = params.get("dial") or {}
+    settings = {**(params.get("allocation") or {}), **(dial.get("allocation") or {})}
+    fields = {ALLOCATION_FIELDS[k]: v for k, v in settings.items()}
+    return {"group_allocation": dial.get("group_size", "uniform"), **fields}
+
+
+def _train_config(params: Mapping, lr_scale: float = 1.0):
+    """TrainConfig from the train section; the pool is the one the pass rates were estimated on."""
+    from grpo_dial.train.loop import TrainConfig
+
+    return TrainConfig(
+        **params["train"],
+        **_allocation(params),
+        train_pool=params["pass_rates"]["pool"],
+        pool_seed=params["pass_rates"]["seed"],
+        seed=int(params.get("seed", 0)),
+        attn_implementation=params.get("attn_implementation", "sdpa"),
+        device=params["device"],
+        lr_scale=lr_scale,
+    )
+
+
+def _dial(params: Mapping):
+    """The arm's dial; Dr. GRPO's constant normalizer divides by max_new_tokens unless set."""
+    from dataclasses import replace
+
+    from grpo_dial.core.advantage import dial_from_config
+
+    spec = {k: v for k, v in params["dial"].items() if k not in ("group_size", "allocation")}
+    dial = dial_from_config(spec)
+    if dial.length_norm == "constant" and dial.max_length is None:
+        dial = replace(dial, max_length=int(params["train"]["max_new_tokens"]))
+    return dial
+
+
+def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """The norm of one optimizer step of this dial on a fixed calibration batch."""
+    from grpo_dial.policy.model import load_policy
+    from grpo_dial.train.loop import calibration_update_norm
+
+    params = _prepare_job(params)
+    task = _task(params)
+    # float32 like the training run: bf16 weights would round away AdamW steps of size ~lr
+    model, tokenizer = load_policy(
+        _base_model(input, params),
+        device=params["device"],
+        dtype="float32",
+        attn_implementation=params.get("attn_implementation", "sdpa"),
+    )
+    dial = _dial(params)
+    norm = calibration_update_norm(model, tokenizer, task, dial, _train_config(params))
+    log.info("update norm of one step on the calibration batch: %.4g", norm)
+    write_table(pd.DataFrame({"update_norm": [norm]}), output["calibration"])
+
+
+def train(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """One RL run of one dial and seed; resumes from its checkpoint when one exists."""
+    from grpo_dial.passrates.tables import read_passrates
+    from grpo_dial.train.loop import lr_match_factor, train_run
+
+    params = _prepare_job(params)
+    scale = 1.0
+    if "calibration" in input:
+        arm = float(read_table(input["calibration"])["update_norm"].iloc[0])
+        reference = float(read_table(input["reference"])["update_norm"].iloc[0])
+        if reference > 0 and arm > 0:
+            scale = lr_match_factor(reference, arm)
+        else:  # a calibration batch of silent groups carries no step to match
+            log.warning(
+                "learning-rate matching skipped: a calibration update norm is 0 "
+                "(every calibration group silent); lr is not scaled"
+            )
+        log.info(
+            "learning-rate matching: factor %.4g (reference %.4g, arm %.4g)", scale, reference, arm
+        )
+    dial = _dial(params)
+    pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
+    train_run(
+        _base_model(input, params),
+        _task(params),
+        dial,
+        _train_config(params, lr_scale=scale),
+        outputs=dict(output),
+        checkpoint_dir=Path(params["checkpoint_dir"]),
+        pass_rates=pass_rates,
+    )

@@ -1,0 +1,202 @@
+"""Entry points of the length-by-correctness rules: per-run decomposition, the cross-run summary,
+the real-data lens, their figures and the plain-language summary.
+
+Same contract as `grpo_dial.stages`: `stage(input, output, params)` with plain mappings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from grpo_dial.tables import read_table, write_table
+
+log = logging.getLogger("grpo_dial")
+
+
+def _as_list(value) -> list[str]:
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _gather(paths: Sequence[str], runs: Sequence[Sequence]) -> pd.DataFrame:
+    """Concatenate one table per run with `dial` and `seed` columns in front."""
+    frames = []
+    for path, (dial, seed) in zip(paths, runs, strict=True):
+        frame = read_table(path)
+        frame.insert(0, "seed", int(seed))
+        frame.insert(0, "dial", str(dial))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def decompose_length(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """The three-term split of one run's length change, with prompt-bootstrap intervals, and its
+    per-step curves by correctness and by the base pass-rate band."""
+    from grpo_dial.analysis import decompose as d
+    from grpo_dial.passrates.tables import read_passrates
+    from grpo_dial.train.records import pass_rate_band
+
+    responses = read_table(input["responses"])
+    before, after = d.windows(responses["step"].unique(), fraction=params["window_fraction"])
+    terms = d.decompose_with_intervals(
+        responses, before, after, n_boot=params["n_boot"], seed=params["seed"]
+    )
+    total = terms.set_index("quantity").loc["total"]
+    log.info("length change %.2f [%.2f, %.2f] characters", total["value"], total["lo"],
+             total["hi"])  # fmt: skip
+    table = read_passrates(input["passrates"])
+    bands = dict(zip(table["prompt_id"], pass_rate_band(table["p_hat"].to_numpy()),
+                     strict=True))  # fmt: skip
+    write_table(terms, output["terms"])
+    write_table(d.length_curves(responses, band_of=bands), output["curves"])
+
+
+def _expected_silent_base(responses: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
+    """Per step: mean over its first-round groups of p^G + (1-p)^G at the base pass rate p."""
+    from grpo_dial.core.theory import silent_rate
+
+    first = responses[responses["resample_round"] == 0]
+    groups = first.drop_duplicates(["step", "group"])[["step", "prompt_id", "G"]]
+    p = groups["prompt_id"].map(dict(zip(table["prompt_id"], table["p_hat"], strict=True)))
+    groups = groups.assign(expected=silent_rate(p.to_numpy(dtype=float), groups["G"].to_numpy()))
+    return groups.groupby("step")["expected"].mean()
+
+
+def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """One row per dial and seed, and the gathered per-run tables the figures are drawn from."""
+    from grpo_dial.passrates.tables import read_passrates
+
+    runs = params["runs"]
+    table = read_passrates(input["passrates"])
+    steps_frames = []
+    for path, responses_path, (dial, seed) in zip(
+        _as_list(input["steps"]), _as_list(input["responses"]), runs, strict=True
+    ):
+        steps = read_table(path)
+        expected = _expected_silent_base(read_table(responses_path), table)
+        steps["expected_silent_base"] = steps["step"].map(expected)
+        steps.insert(0, "seed", int(seed))
+        steps.insert(0, "dial", str(dial))
+        steps_frames.append(steps)
+    steps = pd.concat(steps_frames, ignore_index=True)
+    terms = _gather(_as_list(input["terms"]), runs)
+    curves = _gather(_as_list(input["curves"]), runs)
+    mass = _gather(_as_list(input["mass"]), runs)
+    evals = _gather(_as_list(input["evals"]), runs)
+    identity = _gather(_as_list(input["identity"]), runs)
+    summary = summarize_runs(steps, terms, mass, evals, params["prompts_per_step"],
+                             params["group_size"])  # fmt: skip
+    log.info("training summary:\n%s", summary.to_string(index=False))
+    write_table(summary, output["summary"])
+    for name, frame in (("steps", steps), ("terms", terms), ("curves", curves),
+                        ("identity", identity), ("evals", evals)):  # fmt: skip
+        write_table(frame, output[name])
+
+
+def summarize_runs(
+    steps: pd.DataFrame,
+    terms: pd.DataFrame,
+    mass: pd.DataFrame,
+    evals: pd.DataFrame,
+    prompts_per_step: int,
+    group_size: int,
+) -> pd.DataFrame:
+    """One row per run: accuracy and length before/after, the three terms with intervals, the
+    share of growth from incorrect responses, silent fraction, extreme-prompt mass, extra samples,
+    held-out sampled accuracy at the start and the end."""
+    rows = []
+    for (dial, seed), run_steps in steps.groupby(["dial", "seed"], sort=True):
+        t = terms[(terms["dial"] == dial) & (terms["seed"] == seed)].set_index("quantity")
+        m = mass[(mass["dial"] == dial) & (mass["seed"] == seed)]
+        e = evals[(evals["dial"] == dial) & (evals["seed"] == seed)]
+        e = e[e["difficulty"] == "all"]
+        sampled = e[e["mode"] == "sampled"].sort_values("step")["accuracy"]
+        greedy = e[e["mode"] == "greedy"].sort_values("step")["accuracy"]
+        tail = run_steps[run_steps["step"] > run_steps["step"].max() * 0.9]
+        extreme = m[m["band"] == "extreme"]
+        row = {
+            "dial": dial, "seed": int(seed),
+            "accuracy_before": t.loc["a0", "value"], "accuracy_after": t.loc["a1", "value"],
+            "length_before": t.loc["L0", "value"], "length_after": t.loc["L1", "value"],
+        }  # fmt: skip
+        for term in ("total", "mix", "within_correct", "within_incorrect",
+                     "within_incorrect_work", "within_incorrect_redundant"):  # fmt: skip
+            row[term] = t.loc[term, "value"]
+            row[f"{term}_lo"] = t.loc[term, "lo"]
+            row[f"{term}_hi"] = t.loc[term, "hi"]
+        row["incorrect_share"] = t.loc["within_incorrect", "share"]
+        row["incorrect_share_lo"] = t.loc["within_incorrect", "share_lo"]
+        row["incorrect_share_hi"] = t.loc["within_incorrect", "share_hi"]
+        row["final_silent_fraction"] = float(tail["silent_fraction"].mean())
+        row["extreme_mass_share"] = (
+            float(extreme["mass"].sum() / m["mass"].sum()) if m["mass"].sum() > 0 else np.nan
+        )
+        row["extra_samples"] = int(
+            run_steps["samples"].sum() - len(run_steps) * prompts_per_step * group_size
+        )
+        row["heldout_sampled_before"] = float(sampled.iloc[0]) if len(sampled) else np.nan
+        row["heldout_sampled_after"] = float(sampled.iloc[-1]) if len(sampled) else np.nan
+        row["heldout_greedy_before"] = float(greedy.iloc[0]) if len(greedy) else np.nan
+        row["heldout_greedy_after"] = float(greedy.iloc[-1]) if len(greedy) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Length of correct against incorrect responses on the logged real-data files."""
+    from grpo_dial.analysis import real_lengths as rl
+
+    tokenizer = None
+    if params.get("tokenizer"):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(params["tokenizer"])
+    loaders = {"math_cot": rl.load_math_cot_responses, "gsm8k": rl.load_gsm8k_responses}
+    frames = []
+    for name, loader in loaders.items():
+        if name in input:
+            loaded = loader(input[name], tokenizer=tokenizer)
+            log.info("%s: %d problems, %d skipped", name, loaded.n_problems, loaded.n_skipped)
+            frames.append(loaded.responses)
+    responses = pd.concat(frames, ignore_index=True)
+    write_table(responses, output["responses"])
+    table = rl.length_by_correctness(responses, n_boot=params["n_boot"], seed=params["seed"])
+    write_table(table, output["by_correctness"])
+
+
+def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Length curves, decomposition, accuracy against length, silent fraction, identity."""
+    from grpo_dial.figures import save
+    from grpo_dial.figures import training as f
+
+    steps, terms = read_table(input["steps"]), read_table(input["terms"])
+    figures = {
+        "length_curves": f.length_curves_figure(read_table(input["curves"])),
+        "decomposition": f.decomposition_figure(terms),
+        "accuracy_length": f.accuracy_length_figure(steps),
+        "silent_training": f.silent_figure(steps),
+        "identity_training": f.identity_figure(read_table(input["identity"])),
+    }
+    for name, fig in figures.items():
+        save(fig, output[f"{name}_png"], output[f"{name}_pdf"])
+
+
+def real_lengths_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    from grpo_dial.figures import save
+    from grpo_dial.figures.real_lengths import real_lengths_figure as draw
+
+    save(draw(read_table(input["by_correctness"])), output["figure_png"], output["figure_pdf"])
+
+
+def summary_markdown(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """results/summary.md: the key numbers in plain sentences, generated from the tables."""
+    from grpo_dial.analysis.summary_text import summary_markdown as write
+
+    tables = {name: read_table(path) for name, path in input.items()}
+    text = write(tables)
+    with open(output["summary"], "w") as handle:
+        handle.write(text)
+    log.info("summary:\n%s", text)

@@ -1,0 +1,47 @@
+"""Running a stage as a Snakemake job: progress and errors go to the rule's log file.
+
+Every stage is `stage(input, output, params)` with plain mappings of names to paths and values, so
+it runs the same from Snakemake (`run_rule`), from the CLI (`grpo-dial stage`), or from a test. No
+stage holds logic that a library module could hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+log = logging.getLogger("grpo_dial")
+
+Stage = Callable[[Mapping[str, str], Mapping[str, str], Mapping], None]
+
+
+def run_rule(stage: Stage, smk) -> None:
+    """Run `stage` for a Snakemake job: progress and errors go to the rule's log file.
+
+    A `ValueError` (bad config, path or data row) is logged as one line; anything else with its
+    traceback. Either way the job fails and Snakemake removes its partial outputs.
+    """
+    log_path = Path(smk.log[0]) if smk.log else None
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(
+        level=logging.INFO,
+        handlers=handlers,
+        force=True,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    try:
+        params = dict(smk.params.items())
+        params.setdefault("threads", smk.threads)
+        stage(dict(smk.input.items()), dict(smk.output.items()), params)
+    except ValueError as error:
+        log.error("%s: %s", stage.__name__, error)
+        sys.exit(1)
+    except Exception:
+        log.error("%s failed:\n%s", stage.__name__, traceback.format_exc())
+        sys.exit(1)

@@ -1,0 +1,1 @@
+"""Command-line tools: the `grpo-dial` command and the benchmark against TRL."""

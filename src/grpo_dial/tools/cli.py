@@ -1,0 +1,191 @@
+"""The `grpo-dial` command: quick closed-form answers and any pipeline stage outside Snakemake.
+
+grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
+grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
+grpo-dial bench --workload fixed free --steps 20     our GRPO step against TRL's GRPOTrainer
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+STAGES = {  # stage name -> its module in grpo_dial.stages (one module per rule file)
+    "passrates": "passrates",
+    "theory_tables": "theory",
+    "identity_check": "theory",
+    "difficulty_analysis": "difficulty",
+    "simulate": "simulate",
+    "dapo_consistency": "dapo",
+    "theory_figures": "figures",
+    "difficulty_figure": "figures",
+    "simulation_figure": "figures",
+    "dapo_figure": "figures",
+}
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--{what} expects NAME=PATH, got {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def plan(args: argparse.Namespace) -> None:
+    """Print, per pass rate, the group size for the fidelity target and the silent rate at G."""
+    import numpy as np
+
+    from grpo_dial.core import theory
+
+    p = np.asarray(args.p, dtype=float)
+    eps = 1.0 - args.fidelity
+    exact = theory.group_size_exact(p, eps)
+    closed = theory.group_size_closed_form(p, eps)
+    print(f"fidelity target {args.fidelity:g}; silent rate and fidelity at G = {args.group_size}")
+    print(
+        f"{'p':>6} {'G exact':>8} {'G* closed':>10} {'nearest':>8} {'ceil':>6} "
+        f"{'fidelity':>9} {'silent':>7}"
+    )
+    for i, pi in enumerate(p):
+        print(
+            f"{pi:6.3f} {exact[i]:8d} {closed[i]:10.1f} "
+            f"{theory.round_group_size(closed[i], 'nearest'):8d} "
+            f"{theory.round_group_size(closed[i], 'ceil'):6d} "
+            f"{theory.fidelity(pi, args.group_size):9.3f} "
+            f"{theory.silent_rate(pi, args.group_size):7.3f}"
+        )
+
+
+def stage(args: argparse.Namespace) -> None:
+    """Run one pipeline stage with explicit inputs, outputs and a YAML file of params."""
+    import importlib
+
+    params = {}
+    if args.params:
+        path = Path(args.params)
+        if not path.exists():
+            raise ValueError(f"params file not found: {path}")
+        params = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(params, dict):
+            raise ValueError(f"params file {path} must hold a mapping of names to values")
+    module = importlib.import_module(f"grpo_dial.stages.{STAGES[args.name]}")
+    stage_function = getattr(module, args.name)
+    stage_function(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
+
+
+def diagnose(args: argparse.Namespace) -> None:
+    """Import a logged run, print its key numbers, write tables and a figure to --out."""
+    from grpo_dial.stages.external import diagnose_directory
+
+    spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
+    for key in ("reward_column", "correct_column", "tokenizer"):
+        if getattr(args, key) is not None:
+            spec[key] = getattr(args, key)
+    if args.columns:
+        spec["columns"] = _pairs(args.columns, "columns")
+    out = Path(args.out or Path(args.directory) / "grpo-dial")
+    params = {"window_fraction": args.window, "n_boot": args.n_boot, "seed": 0, "fidelity": 0.9}
+    summary = diagnose_directory(spec, out, params)
+    width = max(len(m) for m in summary["metric"])
+    for metric, value in zip(summary["metric"], summary["value"], strict=True):
+        print(f"{metric:<{width}}  {value:.4g}")
+    print(f"tables and diagnosis.png written to {out}")
+
+
+def bench(args: argparse.Namespace) -> None:
+    """Time our step against TRL's GRPOTrainer (and the pipeline checks); print a table."""
+    from grpo_dial.tools.bench import BenchOptions, format_report, run_bench, to_json
+
+    workloads = tuple(w for w in args.workload if w != "pipeline")
+    options = BenchOptions(
+        workloads=workloads,
+        steps=args.steps,
+        warmup=args.warmup,
+        threads=args.threads,
+        pipeline="pipeline" in args.workload,
+        settings={"device": args.device, **({"policy": args.policy} if args.policy else {})},
+    )
+    result = run_bench(options, progress=not args.json)
+    print(to_json(result) if args.json else format_report(result))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
+    p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")
+    p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps")
+    p_plan.add_argument("--group-size", type=int, default=8, help="G to report silent rate at")
+    p_plan.set_defaults(func=plan)
+    p_diag = sub.add_parser(
+        "diagnose", help="quick look at a run logged by TRL, verl or any trainer"
+    )
+    p_diag.add_argument(
+        "directory", help="TRL output_dir, verl rollout_data_dir, or a generic file"
+    )
+    p_diag.add_argument("--format", choices=("trl", "verl", "generic"), required=True)
+    p_diag.add_argument(
+        "--out", help="where tables and the figure go (default DIRECTORY/grpo-dial)"
+    )
+    p_diag.add_argument("--reward-column", help="the logged reward column (default: auto / score)")
+    p_diag.add_argument("--threshold", type=float, default=0.0, help="correct iff reward > this")
+    p_diag.add_argument("--correct-column", help="a column stating correctness directly")
+    p_diag.add_argument(
+        "--columns",
+        nargs="*",
+        metavar="OURS=THEIRS",
+        help="generic format: step=, prompt=, response=, reward= column names",
+    )
+    p_diag.add_argument("--tokenizer", help="local tokenizer path: lengths in tokens")
+    p_diag.add_argument("--window", type=float, default=0.1, help="first/last fraction of steps")
+    p_diag.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates")
+    p_diag.set_defaults(func=diagnose)
+    p_stage = sub.add_parser("stage", help="run one pipeline stage outside Snakemake")
+    p_stage.add_argument("name", choices=STAGES)
+    p_stage.add_argument("--input", nargs="*", default=[], metavar="NAME=PATH")
+    p_stage.add_argument("--output", nargs="*", default=[], metavar="NAME=PATH")
+    p_stage.add_argument("--params", help="YAML file with the stage's params")
+    p_stage.set_defaults(func=stage)
+    p_bench = sub.add_parser("bench", help="our GRPO step against TRL's GRPOTrainer (needs trl)")
+    p_bench.add_argument(
+        "--workload",
+        nargs="+",
+        choices=("fixed", "free", "pipeline"),
+        default=["fixed", "free"],
+        help="fixed: 24 new tokens, EOS suppressed; free: the arithmetic task; pipeline: "
+        "difficulty analysis on 215,608 prompts, snakemake -n per config, torch at DAG build",
+    )
+    p_bench.add_argument("--steps", type=int, default=20, help="timed steps per side")
+    p_bench.add_argument("--warmup", type=int, default=3, help="untimed steps per side first")
+    p_bench.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    p_bench.add_argument("--device", default="cpu", help="torch device of both policies")
+    p_bench.add_argument(
+        "--policy", help="free workload: saved policy (default results/policy/base)"
+    )
+    p_bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p_bench.set_defaults(func=bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        args.func(args)
+    except ValueError as error:
+        print(f"grpo-dial: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Settings of one RL run (grpo_dial.train.loop), a frozen dataclass with help text per field.
+
+The dial (advantage.Dial) is separate: it says what to do with the group std; this says how
+much to sample and how to step. Defaults are the embedded CPU default (tiny Llama, arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+OPTIMIZERS = ("adamw", "sgd")
+
+# Fields that may change between an interrupted run and its resumption without changing the
+# numbers (resume continues a checkpoint only when every other field is equal).
+RESUME_FREE = ("progress", "checkpoint_every", "micro_batch", "device")
+
+
+def _opt(default: object, text: str) -> object:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How one dial is trained: batch shape, optimizer, sampling, records, checkpoints."""
+
+    steps: int = _opt(100, "Optimizer steps (batches). Each samples prompts_per_step x G.")
+    prompts_per_step: int = _opt(
+        16,
+        "Prompts per batch. With silent='drop' the batch is refilled toward this many "
+        "informative groups (DAPO dynamic sampling).",
+    )
+    group_size: int = _opt(
+        8,
+        "G responses per prompt. Fidelity of the per-prompt signal is ~1 - 1/(8 G p(1-p)) "
+        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With group_allocation 'adaptive' the "
+        "batch's budget is prompts_per_step x group_size responses.",
+    )
+    group_allocation: Literal["uniform", "adaptive"] = _opt(
+        "uniform",
+        "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
+        "the closed forms on running pass-rate estimates (grpo_dial.train.allocation).",
+    )
+    allocation_signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
+        "grpo",
+        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
+        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
+    )
+    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
+    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
+    unanimous: Literal["skip", "minimum"] = _opt(
+        "minimum",
+        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
+        "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
+    )
+    tracker_prior_strength: float = _opt(
+        8.0,
+        "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
+        "(at most the table's n).",
+    )
+    tracker_decay: float = _opt(
+        0.8,
+        "Running estimate: old counts are multiplied by this at each visit of the prompt "
+        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
+    )
+    lr: float = _opt(
+        1e-4,
+        "Learning rate before lr_scale. On the tiny Llama, 1e-4 raises held-out sampled accuracy "
+        "within 100 steps; 1e-3 collapses the policy.",
+    )
+    optimizer: Literal["adamw", "sgd"] = _opt(
+        "adamw",
+        "'adamw' (every anchor library) or 'sgd'. Adam's first step is ~lr sign(g), "
+        "so it undoes any global scale of the advantage (the std factor's average size); SGD "
+        "keeps it, which is where learning-rate matching matters.",
+    )
+    weight_decay: float = _opt(0.0, "Decoupled (AdamW) or L2 (SGD) weight decay; 0 as in TRL.")
+    betas: tuple[float, float] = _opt((0.9, 0.999), "AdamW (beta1, beta2).")
+    grad_clip: float | None = _opt(
+        1.0,
+        "Clip the global gradient norm to this (TRL/verl 1.0); None for no clipping. The "
+        "recorded grad_norm is before clipping.",
+    )
+    max_new_tokens: int = _opt(
+        48, "Generation limit; a response without EOS by then is truncated and scores 0."
+    )
+    temperature: float = _opt(
+        1.0,
+        "Sampling temperature. Log-probs for the loss are at temperature 1 (the policy), "
+        "so values other than 1 make the first update slightly off-policy.",
+    )
+    updates_per_batch: int = _opt(
+        1,
+        "Optimizer steps per sampled batch. 1 = on-policy (ratio 1, clipping inactive); >1 "
+        "reuses the batch with the dial's clipped ratio, as PPO/GRPO mini-epochs.",
+    )
+    kl_coef: float = _opt(
+        0.0,
+        "beta of the k3 KL estimate to the frozen base policy, exp(d) - d - 1 with "
+        "d = log pi_ref - log pi, aggregated like the loss. 0 (off) as Dr. GRPO and DAPO do.",
+    )
+    train_pool: int = _opt(
+        256,
+        "Training prompts, task.problems('train', train_pool, pool_seed). Keep equal to the "
+        "pass-rate estimate's pool so every prompt has a pass-rate band.",
+    )
+    pool_seed: int = _opt(
+        0,
+        "Seed of the task's prompt pools (train and heldout); the same for every run seed, "
+        "and equal to the pass-rate estimate's seed so prompt ids match its table.",
+    )
+    eval_every: int = _opt(
+        25,
+        "Greedy held-out evaluation every this many steps (also at step 0 and the last); "
+        "0 = only those two.",
+    )
+    heldout_prompts: int = _opt(128, "Held-out problems, task.problems('heldout', n, pool_seed).")
+    eval_samples: int = _opt(
+        4,
+        "Sampled held-out evaluation: this many responses per problem at the training temperature "
+        "(the pass rate RL optimizes), besides greedy decoding; 0 = greedy only.",
+    )
+    checkpoint_every: int = _opt(
+        10, "Save checkpoint_dir/last.pt every this many steps (and at the end); 0 = end only."
+    )
+    identity_every: int = _opt(
+        25,
+        "Measure the identity on the real model every this many steps; 0 = never. Costs "
+        "G + 1 backward passes per probed group.",
+    )
+    identity_groups: int = _opt(2, "Informative groups of the batch probed each time.")
+    max_nonfinite_steps: int = _opt(
+        3, "A non-finite loss or gradient skips the step; this many such steps stop the run."
+    )
+    seed: int = _opt(0, "Seeds prompt order and sampling; the run seed of the workflow.")
+    device: str = _opt("cpu", "torch device of the policy: 'cpu', 'cuda', 'cuda:1', ...")
+    lr_scale: float = _opt(
+        1.0, "Multiplies lr; set by learning-rate matching (trainer.lr_match_factor)."
+    )
+    micro_batch: int | None = _opt(
+        None, "Rows per forward when computing log-probs (memory bound); None = whole batch."
+    )
+    generation_batch: int | None = _opt(
+        None,
+        "Rows per decode call when sampling (memory bound on real models); None = the whole "
+        "batch. Another value draws other (equally distributed) samples from the same seed.",
+    )
+    activation_reuse_mb: float = _opt(
+        2048.0,
+        "Sampling keeps every projection's output (q, k, v, o, gate, up, down) of the responses "
+        "when they fit in this many MiB, and the first update's log-prob forward reuses them "
+        "instead of recomputing the matmuls (Llama policies, fp32; same values to float "
+        "rounding). 0 = off. Size: rows x (max_new_tokens - 1) x sum of projection widths x 4 B.",
+    )
+    progress: bool = _opt(True, "Show a tqdm bar over steps.")
+    precision: Literal["fp32", "bf16"] = _opt(
+        "fp32",
+        "'bf16': forwards (generation, log-probs, evaluation) under torch.autocast(bfloat16) "
+        "with fp32 master weights and optimizer (policy.autocast); the GPU setting. 'fp32' "
+        "everywhere else (bf16 autocast runs on CPU too, but slower).",
+    )
+    gradient_checkpointing: bool = _opt(
+        False, "Recompute activations in backward (less memory, ~30% more compute) for big models."
+    )
+    attn_implementation: str | None = _opt(
+        "sdpa", "Attention kernel passed to from_pretrained ('sdpa', 'eager', 'flash_attention_2')."
+    )
+
+    def __post_init__(self) -> None:
+        ints = {
+            "steps": 1,
+            "prompts_per_step": 1,
+            "group_size": 1,
+            "max_new_tokens": 1,
+            "updates_per_batch": 1,
+            "train_pool": 1,
+            "pool_seed": 0,
+            "eval_every": 0,
+            "heldout_prompts": 1,
+            "eval_samples": 0,
+            "checkpoint_every": 0,
+            "identity_every": 0,
+            "identity_groups": 1,
+            "max_nonfinite_steps": 1,
+            "seed": 0,
+        }
+        for name, lo in ints.items():
+            _int(name, getattr(self, name), lo)
+        if self.micro_batch is not None:
+            _int("micro_batch", self.micro_batch, 1)
+        if self.generation_batch is not None:
+            _int("generation_batch", self.generation_batch, 1)
+        _real("activation_reuse_mb", self.activation_reuse_mb, 0.0)
+        for name in ("lr", "lr_scale"):
+            _real(name, getattr(self, name), 0.0, strict=True)
+        _int("g_min", self.g_min, 1)
+        _int("g_max", self.g_max, self.g_min)
+        _real("tracker_prior_strength", self.tracker_prior_strength, 0.0)
+        if not (_is_real(self.tracker_decay) and 0 < self.tracker_decay <= 1):
+            raise ValueError(f"tracker_decay must be in (0, 1], got {self.tracker_decay!r}")
+        choices = {
+            "group_allocation": ("uniform", "adaptive"),
+            "allocation_signal": ("grpo", "dr_grpo", "nonsilent"),
+            "unanimous": ("skip", "minimum"),
+        }
+        for name, options in choices.items():
+            if getattr(self, name) not in options:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} is not valid; choose one of "
+                    f"{', '.join(options)}"
+                )
+        for name in ("weight_decay", "temperature", "kl_coef"):
+            _real(name, getattr(self, name), 0.0)
+        if self.grad_clip is not None:
+            _real("grad_clip", self.grad_clip, 0.0, strict=True)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"optimizer={self.optimizer!r} is not valid; choose one of {', '.join(OPTIMIZERS)}"
+            )
+        betas = tuple(self.betas) if isinstance(self.betas, list | tuple) else ()
+        if len(betas) != 2 or not all(_is_real(b) and 0 <= b < 1 for b in betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        object.__setattr__(self, "betas", tuple(float(b) for b in betas))
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(f"device must be a torch device string, got {self.device!r}")
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"progress must be a bool, got {self.progress!r}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision={self.precision!r} is not valid; choose one of fp32, bf16")
+        if not isinstance(self.gradient_checkpointing, bool):
+            raise ValueError(
+                f"gradient_checkpointing must be a bool, got {self.gradient_checkpointing!r}"
+            )
+        if self.attn_implementation is not None and not (
+            isinstance(self.attn_implementation, str) and self.attn_implementation
+        ):
+            raise ValueError(
+                f"attn_implementation must be a name or None, got {self.attn_implementation!r}"
+            )
+
+    def resume_key(self) -> dict[str, object]:
+        """The fields a checkpoint must match to be resumed (all but RESUME_FREE)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RESUME_FREE}
+
+
+def _is_real(v: object) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+def _int(name: str, v: object, lo: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+
+def _real(name: str, v: object, lo: float, strict: bool = False) -> None:
+    if not _is_real(v) or (v <= lo if strict else v < lo):
+        raise ValueError(
+            f"{name} must be a finite number {'>' if strict else '>='} {lo}, got {v!r}"
+        )

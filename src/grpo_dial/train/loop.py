@@ -1,0 +1,375 @@
+"""The RL loop: generate -> score -> advantages -> loss -> update, one dial per run.
+
+Each step, in order (each a separate call): `sample_batch` (generate G responses for
+prompts_per_step prompts and score them with the task's verifier, refilling dropped silent groups
+for DAPO), `advantage.advantages`, the identity probe (every identity_every steps, on-policy,
+before the update), `policy_update` (advantage.policy_loss, optional KL, clipping, optimizer
+step), then records, held-out evaluation and the checkpoint. With group_allocation 'adaptive' the
+responses per prompt come from grpo_dial.train.allocation on the running pass-rate estimates of
+grpo_dial.passrates.tracker (updated after sampling, every step, whatever the allocation). The
+parts and their departures from the textbook algorithm are in grpo_dial.train.step; records in
+grpo_dial.train.records; checkpoints in grpo_dial.train.checkpoint.
+
+The policy (and the frozen base for KL) is loaded in float32 on every device, so AdamW steps of
+size ~lr are not rounded away as they would be in bf16 weights.
+
+Resume is exact on the same device and thread count: the checkpoint holds the model, the
+optimizer, the pass-rate counts and every RNG at a step boundary, no step draws randomness from
+anywhere else, and evaluation (greedy) and the probe draw none, so a resumed run repeats the
+uninterrupted one's steps bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from grpo_dial.core import advantage
+from grpo_dial.core.advantage import Dial
+from grpo_dial.data.tasks.base import Problem, Task
+from grpo_dial.passrates.tracker import (
+    tracker_estimate,
+    tracker_prior,
+    tracker_unanimous,
+    tracker_update,
+)
+from grpo_dial.policy.model import autocast
+from grpo_dial.policy.rollout import response_logprobs
+from grpo_dial.train import checkpoint
+from grpo_dial.train import records as rec
+from grpo_dial.train.allocation import allocate_groups
+from grpo_dial.train.config import TrainConfig
+from grpo_dial.train.probe import IDENTITY_COLUMNS, identity_probe
+from grpo_dial.train.step import (
+    UpdateResult,
+    calibration_update_norm,
+    evaluate,
+    lr_match_factor,
+    make_optimizer,
+    policy_update,
+    sample_batch,
+    sampling_rngs,
+    update_norm,
+)
+
+__all__ = [
+    "TrainConfig",
+    "train_run",
+    "calibration_update_norm",
+    "lr_match_factor",
+    "update_norm",
+    "OUTPUTS",
+    "COLUMNS",
+]
+
+log = logging.getLogger("grpo_dial")
+
+COLUMNS = {
+    "steps": tuple(rec.STEP_COLUMNS),
+    "mass": rec.MASS_COLUMNS,
+    "responses": tuple(rec.RESPONSE_COLUMNS),
+    "evals": tuple(rec.EVAL_COLUMNS),
+    "identity": tuple(IDENTITY_COLUMNS),
+    "allocation": rec.ALLOCATION_COLUMNS,
+}
+OUTPUTS = (*rec.TABLES, "model")  # keys of train_run's `outputs`; "model" is a directory
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _resume_key(
+    config: TrainConfig, dial: Dial, pool, heldout, base: torch.nn.Module, prior: tuple
+) -> dict:
+    ids = "\n".join(p.prompt_id for p in [*pool, *heldout]).encode()
+    return {
+        "config": config.resume_key(),
+        "dial": asdict(dial),
+        "prompts": hashlib.sha1(ids).hexdigest(),
+        "base_model": checkpoint.model_fingerprint(base),
+        "tracker_prior": hashlib.sha1(np.concatenate(prior).tobytes()).hexdigest(),
+    }
+
+
+def _due(step: int, every: int, last: int) -> bool:
+    return step == last or (every > 0 and step % every == 0)
+
+
+def _write_outputs(
+    records: rec.Records, outputs: Mapping[str, str | Path], model, tokenizer
+) -> None:
+    from grpo_dial.policy.model import save_policy
+    from grpo_dial.tables import write_table
+
+    frames = rec.to_frames(records, COLUMNS)
+    for name, path in outputs.items():
+        if name == "model":
+            save_policy(model, tokenizer, path)
+        else:
+            write_table(frames[name], path)
+
+
+@dataclass
+class _Run:
+    """What one run holds between steps; everything the checkpoint must restore is here."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    ref_model: torch.nn.Module | None  # frozen base for the KL term; None when kl_coef = 0
+    optimizer: torch.optim.Optimizer
+    rng: np.random.Generator  # prompt order
+    generator: torch.Generator  # sampling
+    pool: list[Problem]
+    heldout: list[Problem]
+    bands: dict[str, str]  # prompt_id -> difficulty band of the mass table
+    vocab: tuple[str, ...]  # every band, in table order
+    key: dict  # what a checkpoint must match to be resumed
+    tracker: tuple[np.ndarray, np.ndarray]  # running pass-rate counts (a, b) over the pool
+    records: rec.Records = field(default_factory=rec.new_records)
+    nonfinite: int = 0  # steps skipped for a non-finite loss or gradient so far
+
+
+def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rates) -> _Run:
+    from grpo_dial.policy.model import load_policy
+
+    # float32 weights on every device: bf16 would round away AdamW steps of size ~lr.
+    # Eval mode, or train mode with dropout off under gradient checkpointing (load_policy).
+    model, tokenizer = load_policy(
+        str(base_model_dir),
+        device=config.device,
+        dtype="float32",
+        attn_implementation=config.attn_implementation,
+        gradient_checkpointing=config.gradient_checkpointing,
+    )
+    ref_model = None
+    if config.kl_coef > 0:
+        ref_model = load_policy(
+            str(base_model_dir), config.device, "float32", config.attn_implementation
+        )[0].eval()
+        ref_model.requires_grad_(False)
+    pool = task.problems("train", config.train_pool, config.pool_seed)
+    heldout = task.problems("heldout", config.heldout_prompts, config.pool_seed)
+    bands, vocab = rec.band_map(
+        [p.prompt_id for p in pool], [p.difficulty for p in pool], pass_rates
+    )
+    if rec.UNRATED in vocab:
+        n = sum(b == rec.UNRATED for b in bands.values())
+        log.warning("%d training prompts are not in the pass-rate table: band %r", n, rec.UNRATED)
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    rng, generator = sampling_rngs(config)
+    prior = tracker_prior([p.prompt_id for p in pool], pass_rates, config.tracker_prior_strength)
+    key = _resume_key(config, dial, pool, heldout, model, prior)
+    optimizer = make_optimizer(model, config)
+    return _Run(
+        model,
+        tokenizer,
+        ref_model,
+        optimizer,
+        rng,
+        generator,
+        pool,
+        heldout,
+        bands,
+        vocab,
+        key,
+        prior,
+    )
+
+
+def _resume(run: _Run, path: Path, config: TrainConfig) -> int | None:
+    """Load `path` into `run` when it belongs to this run; the step it ended, else None."""
+    state = checkpoint.load_checkpoint(path)
+    if state is None:
+        return None
+    if state["key"] != run.key:
+        log.warning(
+            "checkpoint %s belongs to another run (config, dial, prompts or base model "
+            "differ); starting afresh and overwriting it",
+            path,
+        )
+        return None
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    checkpoint.restore_rng(state["rng"], run.rng, run.generator)
+    run.records, run.nonfinite = state["records"], state["nonfinite_steps"]
+    run.tracker = tuple(t.numpy() for t in state["tracker"])
+    log.info("resuming from %s after step %d of %d", path, state["step"], config.steps)
+    return state["step"]
+
+
+def _save(run: _Run, path: Path, step: int) -> None:
+    checkpoint.save_checkpoint(
+        path,
+        {
+            "key": run.key,
+            "step": step,
+            "nonfinite_steps": run.nonfinite,
+            "records": run.records,
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "rng": checkpoint.capture_rng(run.rng, run.generator),
+            "tracker": [torch.from_numpy(t) for t in run.tracker],
+        },
+    )
+
+
+def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> UpdateResult:
+    """One step: generate + score (DAPO refill inside), advantages, probe, loss + update."""
+    t0 = time.perf_counter()
+    estimate, unanimous = tracker_estimate(*run.tracker), tracker_unanimous(*run.tracker)  # (J,)
+    allocate = None
+    if config.group_allocation != "uniform":
+
+        def allocate(index: np.ndarray) -> np.ndarray:
+            return allocate_groups(
+                estimate[index],
+                unanimous[index],
+                config.group_size,
+                allocation=config.group_allocation,
+                signal=config.allocation_signal,
+                g_min=config.g_min,
+                g_max=config.g_max,
+                unanimous_policy=config.unanimous,
+            )
+
+    with autocast(config.precision, config.device):
+        batch = sample_batch(
+            run.model, run.tokenizer, task, run.pool, dial, config, run.rng, run.generator, allocate
+        )
+    ids = [p.prompt_id for p in run.pool]
+    run.records["allocation"].append(
+        rec.allocation_chunk(step, batch, ids, run.bands, estimate, unanimous)
+    )
+    run.tracker = tracker_update(
+        *run.tracker, batch.pool_index, batch.rewards.numpy(), config.tracker_decay
+    )
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)  # (N,)
+    train = batch.rollouts.select(batch.trained)
+    if config.identity_every and step % config.identity_every == 0:
+        t_probe = time.perf_counter()
+        probe = identity_probe(
+            run.model, train, batch.rewards[batch.trained], dial, config.identity_groups, step
+        )
+        run.records["identity"].append({c: probe[c].tolist() for c in IDENTITY_COLUMNS})
+        t0 += time.perf_counter() - t_probe  # wall_seconds excludes the probe
+    ref_logp = None
+    if run.ref_model is not None and len(train):
+        with torch.no_grad(), autocast(config.precision, config.device):
+            ref_logp = response_logprobs(run.ref_model, train, config.micro_batch)  # (B, T)
+    result = policy_update(
+        run.model, run.optimizer, train, adv[batch.trained], dial, config, ref_logp
+    )
+    lr = config.lr * config.lr_scale
+    rec.record_step(
+        run.records,
+        step,
+        batch,
+        adv,
+        result,
+        dial,
+        run.bands,
+        run.vocab,
+        lr,
+        time.perf_counter() - t0,
+    )
+    return result
+
+
+def _count_nonfinite(run: _Run, result: UpdateResult, config: TrainConfig, step: int) -> None:
+    if result.finite:
+        return
+    run.nonfinite += 1
+    log.warning(
+        "step %d: non-finite loss %s or gradient norm %s; update skipped (%d of %d allowed)",
+        step,
+        result.loss,
+        result.grad_norm,
+        run.nonfinite,
+        config.max_nonfinite_steps,
+    )
+    if run.nonfinite >= config.max_nonfinite_steps:
+        raise ValueError(
+            f"stopping at step {step}: {run.nonfinite} steps with a non-finite loss or gradient "
+            f"(max_nonfinite_steps={config.max_nonfinite_steps})"
+        )
+
+
+def train_run(
+    base_model_dir: str | Path,
+    task: Task,
+    dial: Dial,
+    config: TrainConfig,
+    outputs: Mapping[str, str | Path],
+    checkpoint_dir: str | Path,
+    pass_rates: pd.DataFrame | None = None,
+    callback: Callable[[int], None] | None = None,
+) -> None:
+    """Train `dial` from the base policy for config.steps steps and write the tables.
+
+    outputs: table name (steps, mass, responses, evals, identity; see COLUMNS) -> .parquet or
+    .csv path, and optionally "model" -> directory for the final policy. Resumes from
+    checkpoint_dir/last.pt when it belongs to this run (same config but RESUME_FREE fields, dial,
+    prompts and base model); a checkpoint of another run is ignored with a warning and
+    overwritten. `pass_rates` (passrates schema) sets each prompt's difficulty band for the mass
+    table; None bands by the task's difficulty label. `callback(step)` runs after each step's
+    checkpoint (tests interrupt a run by raising in it).
+    """
+    bad = sorted(set(outputs) - set(OUTPUTS))
+    if bad:
+        raise ValueError(f"unknown output(s) {bad}; valid: {', '.join(OUTPUTS)}")
+    run = _setup(base_model_dir, task, dial, config, pass_rates)
+    path = Path(checkpoint_dir) / checkpoint.FILENAME
+    start = _resume(run, path, config)
+    if start is None:
+        start = 0
+        with autocast(config.precision, config.device):
+            run.records["evals"].append(
+                evaluate(run.model, run.tokenizer, task, run.heldout, config, 0)
+            )
+    bar = tqdm(
+        range(start + 1, config.steps + 1),
+        initial=start,
+        total=config.steps,
+        disable=not config.progress,
+        desc="train",
+    )
+    for step in bar:
+        result = _step(run, task, dial, config, step)
+        _count_nonfinite(run, result, config, step)
+        last = run.records["steps"][-1]
+        bar.set_postfix(
+            acc=f"{last['accuracy'][0]:.2f}", silent=f"{last['silent_fraction'][0]:.2f}"
+        )
+        if _due(step, config.eval_every, config.steps):
+            with autocast(config.precision, config.device):
+                chunk = evaluate(run.model, run.tokenizer, task, run.heldout, config, step)
+            run.records["evals"].append(chunk)
+            accuracy = dict(
+                zip(
+                    zip(chunk["mode"], chunk["difficulty"], strict=True),
+                    chunk["accuracy"],
+                    strict=True,
+                )
+            )
+            log.info(
+                "step %d: held-out accuracy greedy %.3f, sampled %s",
+                step,
+                accuracy[("greedy", "all")],
+                accuracy.get(("sampled", "all"), float("nan")),
+            )
+        if _due(step, config.checkpoint_every, config.steps):
+            _save(run, path, step)
+        if callback is not None:
+            callback(step)
+    _write_outputs(run.records, outputs, run.model, run.tokenizer)

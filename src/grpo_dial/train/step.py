@@ -1,0 +1,344 @@
+"""One RL step's parts: generate and score a batch (with DAPO refill), update, evaluate.
+
+Every advantage, clipping and aggregation comes from grpo_dial.core.advantage; this module only
+samples, verifies, calls it and steps the optimizer. Departures from the textbook algorithm:
+1. The policy stays in eval mode (no dropout), as TRL's disable_dropout: the first update's
+   ratio is then exactly 1 and old log-probs are the current forward, detached.
+2. Old log-probs come from the training forward (temperature 1), not from the sampler, so with
+   temperature != 1 the first update is slightly off-policy (TRL divides logits by T instead).
+3. DAPO dynamic sampling (dial.silent == 'drop'): silent groups are dropped and fresh prompts
+   (the next ones in this step's random order of the pool) are sampled in their place, for at
+   most dial.max_resample_rounds rounds; the batch may end with fewer than prompts_per_step
+   groups. Keep-dials sample once and keep silent groups (zero advantage, but they count in the
+   normalizers, as in GRPO and Dr. GRPO).
+4. With updates_per_batch > 1 a non-finite later update skips the rest of that batch's updates
+   (the earlier ones stay applied).
+5. KL to the base (kl_coef > 0) is the k3 estimator exp(d) - d - 1, d = log pi_ref - log pi,
+   added per token and aggregated like the loss (TRL's placement).
+
+Learning-rate matching: update_norm is ||theta' - theta|| of one optimizer step on a batch;
+lr_match_factor(reference, arm) = reference / arm scales an arm's lr. With SGD the step is
+linear in the gradient, so the factor equalizes the update sizes exactly (up to clipping); with
+AdamW the first step is ~lr sign(g), nearly independent of the gradient's scale, so the factor is
+~1 for every dial: Adam undoes the std factor's global scaling and leaves only its per-prompt
+relative weighting.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from grpo_dial.core import advantage
+from grpo_dial.core.advantage import Dial, group_stats, keep_mask, make_aggregator, silent_groups
+from grpo_dial.data.tasks.base import Problem, Task
+from grpo_dial.policy import lean_llama
+from grpo_dial.policy.model import autocast
+from grpo_dial.policy.rollout import Rollouts, concat, generate_groups, response_logprobs
+from grpo_dial.train import records as rec
+from grpo_dial.train.config import TrainConfig
+
+
+def sampling_rngs(config: TrainConfig) -> tuple[np.random.Generator, torch.Generator]:
+    """(prompt-order numpy Generator, sampling torch.Generator on config.device), both seeded
+    with config.seed: the run's only sources of randomness."""
+    generator = torch.Generator(device=config.device)
+    generator.manual_seed(config.seed)
+    return np.random.default_rng(config.seed), generator
+
+
+# --------------------------------------------------------------------------- generate, score
+
+
+@dataclass
+class Batch:
+    """One step's samples: every response generated (all rounds) and what the loss sees."""
+
+    rollouts: Rollouts  # N responses, rounds concatenated, group ids 0..M-1
+    group_ids: Tensor  # (N,) rollouts.group_ids on the CPU, where all per-response records live
+    rewards: Tensor  # (N,) 1.0 correct, 0.0 wrong or truncated
+    truncated: Tensor  # (N,) bool
+    work: np.ndarray  # (N,) characters of necessary work, NaN where the task cannot tell
+    redundant: np.ndarray  # (N,) characters of redundant re-checking, NaN likewise
+    rounds: Tensor  # (N,) long: 0 = first sampling, r = r-th refill
+    trained: Tensor  # (N,) bool: keep_mask of the dial (drop removes silent groups)
+    resampled_prompts: int  # prompts drawn in refill rounds
+    pool_index: np.ndarray  # (N,) pool index of each response's prompt
+    drawn_index: np.ndarray  # (D,) pool index of every prompt drawn (all rounds, funded or not)
+    drawn_sizes: np.ndarray  # (D,) responses allocated to it (0: not sampled)
+    drawn_rounds: np.ndarray  # (D,) its round (0 = first sampling)
+
+
+def _prompt_order(pool_size: int, rng: np.random.Generator) -> Iterator[int]:
+    """Pool indices in fresh random orders: no prompt repeats within a step unless the step
+    needs more prompts than the pool holds."""
+    while True:
+        yield from rng.permutation(pool_size).tolist()
+
+
+def score(task: Task, rollouts: Rollouts) -> tuple[Tensor, Tensor, np.ndarray, np.ndarray]:
+    """(rewards (N,), truncated (N,), work (N,), redundant (N,)) from the task's verifier, on
+    the CPU."""
+    finished = rollouts.finished.tolist()
+    items = list(zip(rollouts.problems, rollouts.texts, finished, strict=True))
+    verdicts = [task.verify(p, t, f) for p, t, f in items]
+    splits = [task.length_split(p, t) for p, t, _ in items]
+    rewards = torch.tensor([float(v.correct) for v in verdicts])  # (N,) CPU
+    truncated = torch.tensor([v.truncated for v in verdicts], dtype=torch.bool)  # (N,)
+    work = rec.as_float_array([None if s is None else s.work for s in splits])  # (N,)
+    redundant = rec.as_float_array([None if s is None else s.redundant for s in splits])  # (N,)
+    return rewards, truncated, work, redundant
+
+
+def _records(model: torch.nn.Module, config: TrainConfig, rows: int) -> bool:
+    """Whether sampling `rows` responses keeps the projection outputs for the update: fp32, a
+    policy `lean_llama.can_record`s, and their size within config.activation_reuse_mb."""
+    if config.precision != "fp32" or not lean_llama.can_record(model):
+        return False
+    size = lean_llama.recorded_bytes(model, rows, config.max_new_tokens - 1)
+    return size <= config.activation_reuse_mb * 2**20
+
+
+def sample_batch(
+    model: torch.nn.Module,
+    tokenizer,
+    task: Task,
+    pool: list[Problem],
+    dial: Dial,
+    config: TrainConfig,
+    rng: np.random.Generator,
+    generator: torch.Generator,
+    allocate: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Batch:
+    """prompts_per_step prompts x G responses, verified; with silent='drop' refilled (DAPO).
+
+    allocate(pool indices (M,)) -> responses per prompt (M,) replaces the uniform G (adaptive
+    allocation); prompts given 0 are not sampled. None: config.group_size for every prompt.
+    """
+    order = _prompt_order(len(pool), rng)
+    rounds = dial.max_resample_rounds if dial.silent == "drop" else 0
+    need, parts, scored, drawn = config.prompts_per_step, [], [], []
+    for j in range(rounds + 1):
+        index = np.fromiter(itertools.islice(order, need), dtype=np.int64, count=need)  # (M,)
+        sizes = np.full(need, config.group_size) if allocate is None else allocate(index)
+        drawn.append((index, np.asarray(sizes, dtype=np.int64), np.full(need, j)))
+        funded = np.flatnonzero(drawn[-1][1] > 0)
+        part = generate_groups(
+            model,
+            tokenizer,
+            [pool[i] for i in index[funded]],
+            config.group_size if allocate is None else drawn[-1][1][funded].tolist(),
+            config.max_new_tokens,
+            config.temperature,
+            generator,
+            generation_batch=config.generation_batch,
+            record=_records(model, config, int(drawn[-1][1][funded].sum())),
+        )
+        parts.append(part)
+        scored.append(score(task, part))
+        stats = group_stats(scored[-1][0], part.group_ids.cpu())
+        need -= int((~silent_groups(stats)).sum())
+        if need == 0:
+            break
+    rollouts = concat(parts)
+    group_ids = rollouts.group_ids.cpu()  # (N,)
+    rewards = torch.cat([s[0] for s in scored])  # (N,)
+    rounds_ = torch.cat([torch.full((len(p),), j, dtype=torch.long) for j, p in enumerate(parts)])
+    index, sizes, alloc_rounds = (np.concatenate(x) for x in zip(*drawn, strict=True))
+    return Batch(
+        rollouts=rollouts,
+        group_ids=group_ids,
+        rewards=rewards,
+        truncated=torch.cat([s[1] for s in scored]),
+        work=np.concatenate([s[2] for s in scored]),
+        redundant=np.concatenate([s[3] for s in scored]),
+        rounds=rounds_,
+        trained=keep_mask(rewards, group_ids, dial),
+        resampled_prompts=int((alloc_rounds > 0).sum()),
+        pool_index=np.repeat(index, sizes),
+        drawn_index=index,
+        drawn_sizes=sizes,
+        drawn_rounds=alloc_rounds,
+    )
+
+
+# --------------------------------------------------------------------------- loss, update
+
+
+@dataclass
+class UpdateResult:
+    loss: float  # mean over the batch's updates; NaN when nothing was trained
+    grad_norm: float  # mean global norm before clipping
+    kl: float  # k3 KL to the base on the first update; NaN when kl_coef = 0
+    finite: bool
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    lr = config.lr * config.lr_scale
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=config.weight_decay)
+    # fused: one kernel for every parameter (CPU and CUDA) instead of ~10 ops per tensor
+    fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+    return torch.optim.AdamW(
+        params, lr=lr, betas=config.betas, weight_decay=config.weight_decay, fused=fused or None
+    )
+
+
+def _active_logprobs(
+    model: torch.nn.Module, train: Rollouts, micro_batch: int | None, active: Tensor | None
+) -> Tensor:
+    """response_logprobs (B, T) with rows outside `active` (B,) bool left at 0 and not
+    forwarded; None or all True: every row."""
+    if active is None or bool(active.all()):
+        return response_logprobs(model, train, micro_batch)
+    full = torch.zeros(train.response_ids.shape, device=train.response_ids.device)  # (B, T)
+    rows = active.nonzero().squeeze(1)  # (B',)
+    if len(rows) == 0:
+        return full
+    part = response_logprobs(model, train.select(rows), micro_batch)  # (B', T)
+    return full.index_put((rows,), part)  # (B, T), differentiable in part
+
+
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    train: Rollouts,
+    adv: Tensor,
+    dial: Dial,
+    config: TrainConfig,
+    ref_logp: Tensor | None = None,
+) -> UpdateResult:
+    """updates_per_batch optimizer steps on policy_loss (+ kl_coef * KL); skips, and reports,
+    a non-finite loss or gradient.
+
+    Without KL, rows with A = 0 (silent groups kept by GRPO / Dr. GRPO) have surrogate 0 and
+    gradient 0 at every ratio, so only the other rows are forwarded (`_active_logprobs`); the
+    loss keeps every row in its normalizer, so loss and gradient are those of the full batch."""
+    if len(train) == 0:
+        return UpdateResult(math.nan, math.nan, math.nan, True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    aggregate = make_aggregator(dial)
+    mask = train.response_mask  # (B, T)
+    adv = adv.to(mask.device)  # (B,)
+    active = (adv != 0) if ref_logp is None else None  # (B,) rows that carry a gradient
+    old_logp, losses, norms, kl_first = None, [], [], math.nan
+    for _ in range(config.updates_per_batch):
+        with autocast(config.precision, config.device):  # forward only; fp32 master weights
+            logp = _active_logprobs(model, train, config.micro_batch, active)  # (B, T)
+        if old_logp is None:
+            old_logp = logp.detach()  # the sampling policy's: ratio 1 on the first update
+        loss = advantage.policy_loss(logp, old_logp, adv, mask, dial)
+        if ref_logp is not None:
+            d = ref_logp - logp  # (B, T)
+            kl = aggregate(torch.exp(d) - d - 1.0, mask)
+            kl_first = float(kl.detach()) if math.isnan(kl_first) else kl_first
+            loss = loss + config.kl_coef * kl
+        optimizer.zero_grad(set_to_none=True)
+        if loss.requires_grad:
+            loss.backward()
+        else:  # every row silent: a zero gradient, which AdamW still steps on (momentum)
+            for p in params:
+                p.grad = torch.zeros_like(p)
+        norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip or math.inf)
+        losses.append(float(loss.detach()))
+        norms.append(float(norm))
+        if not (math.isfinite(losses[-1]) and math.isfinite(norms[-1])):
+            optimizer.zero_grad(set_to_none=True)
+            return UpdateResult(losses[-1], norms[-1], kl_first, False)
+        optimizer.step()
+    return UpdateResult(float(np.mean(losses)), float(np.mean(norms)), kl_first, True)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate(
+    model: torch.nn.Module,
+    tokenizer,
+    task: Task,
+    heldout: list[Problem],
+    config: TrainConfig,
+    step: int,
+) -> dict[str, list]:
+    """Held-out accuracy and lengths by difficulty: greedy (temperature 0), then eval_samples
+    sampled responses per problem at the training temperature. The sampled pass draws from its
+    own generator seeded by (seed, step), never from the training streams, so evaluation does
+    not change the run and a resumed run evaluates identically."""
+    chunk = config.prompts_per_step * config.group_size
+    generator = torch.Generator(device=config.device)
+    generator.manual_seed(1_000_003 * (config.seed + 1) + step)
+    modes = [("greedy", 1, 0.0)]
+    if config.eval_samples:
+        modes.append(("sampled", config.eval_samples, config.temperature))
+    rows: dict[str, list] = {}
+    for mode, samples, temperature in modes:
+        per_call = max(1, chunk // samples)
+        correct, lengths, labels = [], [], []
+        for lo in range(0, len(heldout), per_call):
+            problems = heldout[lo : lo + per_call]
+            ro = generate_groups(
+                model,
+                tokenizer,
+                problems,
+                samples,
+                config.max_new_tokens,
+                temperature,
+                generator=generator,
+                generation_batch=config.generation_batch,
+            )
+            correct.append(score(task, ro)[0].cpu().numpy())
+            lengths.append(rec.lengths_of(ro.texts))
+            labels += [p.difficulty for p in ro.problems]
+        part = rec.eval_chunk(step, mode, labels, np.concatenate(correct), np.concatenate(lengths))
+        for column, values in part.items():
+            rows.setdefault(column, []).extend(values)
+    return rows
+
+
+# --------------------------------------------------------------------------- lr matching
+
+
+def update_norm(model: torch.nn.Module, batch: Batch, dial: Dial, config: TrainConfig) -> float:
+    """||theta' - theta|| of ONE optimizer step (fresh optimizer, clipping as configured) on
+    `batch`, taken on a deep copy: the live model is untouched."""
+    clone = copy.deepcopy(model).eval()
+    before = [p.detach().clone() for p in clone.parameters()]
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)  # (N,)
+    train = batch.rollouts.select(batch.trained)
+    one = replace(config, updates_per_batch=1)
+    result = policy_update(clone, make_optimizer(clone, one), train, adv[batch.trained], dial, one)
+    if not result.finite:
+        raise ValueError("non-finite loss or gradient on the calibration batch")
+    with torch.no_grad():
+        sq = sum(
+            float((p - b).double().pow(2).sum())
+            for p, b in zip(clone.parameters(), before, strict=True)
+        )
+    return math.sqrt(sq)
+
+
+def calibration_update_norm(
+    model: torch.nn.Module, tokenizer, task: Task, dial: Dial, config: TrainConfig
+) -> float:
+    """update_norm on the run's own first batch (same pool, seed and sampling as step 1)."""
+    pool = task.problems("train", config.train_pool, config.pool_seed)
+    rng, generator = sampling_rngs(config)
+    with autocast(config.precision, config.device):
+        batch = sample_batch(model, tokenizer, task, pool, dial, config, rng, generator)
+    return update_norm(model, batch, dial, config)
+
+
+def lr_match_factor(reference_norm: float, arm_norm: float) -> float:
+    """reference_norm / arm_norm: the lr_scale that gives the arm the reference's step size."""
+    for name, v in (("reference_norm", reference_norm), ("arm_norm", arm_norm)):
+        if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    return float(reference_norm) / float(arm_norm)

@@ -1,0 +1,116 @@
+"""The adaptive-vs-uniform comparison on hand-made run tables with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from grpo_dial.analysis import allocation_compare as ac
+from grpo_dial.analysis.summary_text import summary_markdown
+
+
+def _runs(final: dict[str, list[float]], samples_per_step=32, steps=4):
+    """steps / evals tables: accuracy rises linearly from 0.4 to `final` over `steps` steps."""
+    step_rows, eval_rows = [], []
+    for dial, finals in final.items():
+        for seed, acc in enumerate(finals):
+            for step in range(1, steps + 1):
+                silent = 0.5 if dial == "uniform" else 0.3
+                step_rows.append((dial, seed, step, samples_per_step, silent))
+            for step in (0, steps // 2, steps):
+                a = 0.4 + (acc - 0.4) * step / steps
+                for mode in ("sampled", "greedy"):
+                    eval_rows.append((dial, seed, step, mode, "all", a))
+                eval_rows.append((dial, seed, step, "sampled", "easy", 0.9))
+    steps_df = pd.DataFrame(step_rows, columns="dial seed step samples silent_fraction".split())
+    evals = pd.DataFrame(eval_rows, columns="dial seed step mode difficulty accuracy".split())
+    return steps_df, evals
+
+
+def test_curves_count_samples_spent_by_each_evaluation():
+    steps, evals = _runs({"uniform": [0.5], "adaptive": [0.6]})
+    curves = ac.accuracy_curves(steps, evals)
+    one = curves.query("dial == 'adaptive' and mode == 'sampled'")
+    assert one["samples"].tolist() == [0.0, 64.0, 128.0]
+    assert one["accuracy"].tolist() == pytest.approx([0.4, 0.5, 0.6])
+    assert set(curves["mode"]) == {"sampled", "greedy"}  # difficulty 'all' only: 3 evals x 2
+
+
+def test_samples_to_reach_interpolates_and_says_never():
+    curve = pd.DataFrame({"samples": [0.0, 100.0, 200.0], "accuracy": [0.4, 0.5, 0.7]})
+    assert ac.samples_to_reach(curve, 0.6) == pytest.approx(150.0)
+    assert ac.samples_to_reach(curve, 0.3) == 0.0
+    assert np.isnan(ac.samples_to_reach(curve, 0.8))
+
+
+def test_comparison_intervals_and_paired_difference():
+    finals = {"uniform": [0.50, 0.52, 0.48], "adaptive": [0.56, 0.60, 0.55]}
+    steps, evals = _runs(finals)
+    curves = ac.accuracy_curves(steps, evals)
+    table = ac.compare_arms(curves, steps, {"adaptive": "uniform"})
+    row = table.set_index("metric").loc["final_sampled_accuracy"]
+    diff = np.subtract(finals["adaptive"], finals["uniform"])
+    half = stats.t.ppf(0.975, 2) * diff.std(ddof=1) / np.sqrt(3)
+    assert row["diff_mean"] == pytest.approx(diff.mean())
+    assert row["diff_lo"] == pytest.approx(diff.mean() - half)
+    assert row["n_seeds"] == 3 and row["target"] == pytest.approx(0.5)
+    reach = table.set_index("metric").loc["samples_to_target"]
+    # adaptive climbs faster, so it reaches the uniform arm's mean final accuracy sooner
+    assert reach["adaptive_mean"] < reach["uniform_mean"] and reach["reached_adaptive"] == 3
+    assert reach["reached_uniform"] == 2  # the seed ending at 0.48 never gets to 0.50
+    silent = table.set_index("metric").loc["silent_fraction"]
+    assert silent["diff_mean"] == pytest.approx(-0.2)
+    text = summary_markdown({"allocation": table})
+    assert "Adaptive against uniform group sizes" in text and "adaptive higher" in text
+
+
+def test_silent_sample_share_counts_samples_not_groups():
+    responses = pd.DataFrame(
+        {"dial": ["a"] * 6 + ["b"] * 4, "seed": 0,
+         "k": [0, 0, 1, 1, 1, 1, 2, 2, 0, 0], "G": [2, 2, 4, 4, 4, 4, 2, 2, 2, 2]}
+    )  # fmt: skip
+    share = ac.silent_sample_share(responses)
+    assert share.loc[("a", 0)] == pytest.approx(2 / 6) and share.loc[("b", 0)] == 1.0
+    steps, evals = _runs({"uniform": [0.5, 0.5], "adaptive": [0.5, 0.5]})
+    fake = pd.concat(
+        [responses.assign(dial=d, seed=s) for d in ("adaptive", "uniform") for s in (0, 1)]
+    )
+    table = ac.compare_arms(ac.accuracy_curves(steps, evals), steps, {"adaptive": "uniform"},
+                            responses=fake).set_index("metric")  # fmt: skip
+    assert table.loc["silent_sample_share", "diff_mean"] == 0.0
+
+
+def test_comparison_needs_both_arms():
+    steps, evals = _runs({"uniform": [0.5]})
+    with pytest.raises(ValueError, match="no seed has both arms"):
+        ac.compare_arms(ac.accuracy_curves(steps, evals), steps, {"adaptive": "uniform"})
+
+
+def test_samples_by_band_shares():
+    allocation = pd.DataFrame(
+        {"dial": "a", "seed": 0, "step": 1, "band": ["medium", "medium", "extreme", "never"],
+         "G": [4, 6, 20, 0]}
+    )  # fmt: skip
+    out = ac.samples_by_band(allocation).set_index("band")
+    assert out.loc["medium", "mean_G"] == 5 and out.loc["medium", "samples"] == 10
+    assert out.loc["extreme", "samples_share"] == pytest.approx(20 / 30)
+    assert out.loc["never", "unsampled_share"] == 1.0
+
+
+def test_figure_draws_from_the_tables(tmp_path):
+    from grpo_dial.figures import save
+    from grpo_dial.figures.allocation import allocation_figure
+
+    steps, evals = _runs({"uniform": [0.5, 0.52], "adaptive": [0.56, 0.6]})
+    allocation = pd.DataFrame(
+        {"dial": ["uniform"] * 2 + ["adaptive"] * 2, "seed": 0, "step": 1,
+         "band": ["medium", "extreme"] * 2, "G": [8, 8, 4, 12]}
+    )  # fmt: skip
+    fig = allocation_figure(
+        ac.accuracy_curves(steps, evals), ac.samples_by_band(allocation), {"adaptive": "uniform"}
+    )
+    assert "adaptive +0.070" in fig._suptitle.get_text()
+    save(fig, tmp_path / "a.png", tmp_path / "a.pdf")
+    assert (tmp_path / "a.png").stat().st_size > 10_000

@@ -1,0 +1,57 @@
+"""The grpo-dial command: plan prints the paper's numbers; bad arguments give one line, exit 2."""
+
+from __future__ import annotations
+
+import pandas as pd
+import yaml
+
+from grpo_dial.tools.cli import main
+
+
+def test_plan_prints_exact_and_closed_form_group_sizes(capsys):
+    assert main(["plan", "--p", "0.05", "--fidelity", "0.9"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    assert row[:5] == ["0.050", "42", "26.3", "26", "27"]
+
+
+def test_plan_rejects_a_pass_rate_outside_the_unit_interval(capsys):
+    assert main(["plan", "--p", "1.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("grpo-dial: error:") and len(err.splitlines()) == 1
+
+
+def test_stage_runs_outside_snakemake(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "pass_rates": [0.5, 0.05],
+                "fidelities": [0.9],
+                "group_sizes": [4, 8],
+                "p_grid_points": 9,
+                "silent_deltas": [0.1],
+            }
+        )
+    )
+    outputs = {
+        name: tmp_path / f"{name}.csv"
+        for name in ("group_size", "grid", "weights", "silent_group_size")
+    }
+    code = main(
+        [
+            "stage",
+            "theory_tables",
+            "--params",
+            str(params),
+            "--output",
+            *(f"{name}={path}" for name, path in outputs.items()),
+        ]
+    )
+    assert code == 0
+    table = pd.read_csv(outputs["group_size"]).set_index("p")["g_exact"]
+    assert table[0.5] == 7 and table[0.05] == 42
+
+
+def test_stage_with_a_missing_params_file_fails_in_one_line(tmp_path, capsys):
+    assert main(["stage", "theory_tables", "--params", str(tmp_path / "none.yaml")]) == 2
+    assert "params file not found" in capsys.readouterr().err

@@ -1,0 +1,326 @@
+"""GPU and cluster execution without a GPU: dry runs of config/gpu.yaml locally, with the SLURM
+profile and with the local multi-GPU profile, the base-model wiring, and the per-job GPU claim."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import REPO
+from test_workflow import SNAKEMAKE, planned_jobs
+
+from grpo_dial.policy import devices
+
+GPU_RULES = ("estimate_pass_rates", "calibrate_lr", "train", "warm_start")
+
+
+def dry_run(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--forceall", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def job_resources(stdout: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, resources) of every job block of a dry run, in printed order."""
+    jobs, rule = [], None
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            rule = line.split()[1].rstrip(":")
+        elif line.startswith("resources:") and rule is not None:
+            pairs = [p.strip().split("=", 1) for p in line[len("resources:") :].split(",")]
+            jobs.append((rule, {k: v for k, v in pairs}))
+            rule = None
+    return jobs
+
+
+def gpu_settings() -> tuple[dict, dict]:
+    """(the embedded default, config/gpu.yaml): the overlay's dials add to the default's."""
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    gpu = yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())
+    return default, gpu
+
+
+@pytest.fixture(scope="module")
+def gpu_dry_run() -> subprocess.CompletedProcess:
+    return dry_run("--configfile", "config/gpu.yaml", "--cores", "4")
+
+
+def test_gpu_config_dry_run_lists_the_expected_jobs(gpu_dry_run):
+    default, gpu = gpu_settings()
+    result = gpu_dry_run
+    jobs = planned_jobs(result.stdout)
+    runs = len({**default["dials"], **gpu["dials"]}) * len(gpu["train"]["seeds"])
+    assert runs == 18  # the presets, the single-factor arms and grpo_adaptive, 3 seeds
+    assert jobs["convert_smollm"] == 1  # model.base: smollm2 is converted, not warm-started
+    assert "warm_start" not in jobs and "calibrate_lr" not in jobs
+    assert jobs["estimate_pass_rates"] == 1
+    assert jobs["train"] == runs and jobs["decompose_length"] == runs
+    assert jobs["training_summary"] == 1 and jobs["training_figures"] == 1
+    assert {"theory_tables", "simulate", "difficulty_analysis"} <= set(jobs)  # analysis stays
+    resources = job_resources(result.stdout)
+    trains = [r for rule, r in resources if rule == "train"]
+    assert len(trains) == runs and all(r.get("gpu") == "1" for r in trains)
+    assert all(r.get("gpu", "0") == "0" for rule, r in resources if rule not in GPU_RULES)
+    # the conversion is an input of every job that loads the base model
+    blocks = result.stdout.split("\n\n")
+    for rule in ("estimate_pass_rates", "train"):
+        block = next(b for b in blocks if f"rule {rule}:" in b)
+        assert "results/gpu/models/smollm2-135m-instruct" in block, block
+
+
+def test_larger_hub_model_config_plans_its_runs_without_building_a_model():
+    result = dry_run("--configfile", "config/qwen_bigmath.yaml", "--cores", "4")
+    jobs = planned_jobs(result.stdout)
+    assert jobs["train"] == 18 and jobs["estimate_pass_rates"] == 1
+    assert "convert_smollm" not in jobs and "warm_start" not in jobs  # a hub id, used as given
+    assert jobs["passrates"] >= 2  # Big-Math's own table joins the analysis half
+    trains = [r for rule, r in job_resources(result.stdout) if rule == "train"]
+    assert all(r["gpu"] == "1" for r in trains)
+
+
+def test_slurm_profile_resolves_every_job_with_gpu_resources_on_training(gpu_dry_run):
+    local = planned_jobs(gpu_dry_run.stdout)
+    result = dry_run("--configfile", "config/gpu.yaml", "--profile", "workflow/profiles/slurm")
+    assert planned_jobs(result.stdout) == local  # every job resolves under the executor
+    resources = dict(job_resources(result.stdout))
+    profile = yaml.safe_load((REPO / "workflow/profiles/slurm/config.yaml").read_text())
+    assert profile["executor"] == "slurm"
+    for rule in ("estimate_pass_rates", "train"):
+        wanted = profile["set-resources"][rule]
+        got = resources[rule]
+        assert got["gpu"] == "1", (rule, got)
+        assert got["mem_mb"] == str(wanted["mem_mb"]) and got["runtime"] == str(wanted["runtime"])
+        assert got["cpus_per_task"] == str(wanted["cpus_per_task"])
+    assert resources["convert_smollm"].get("gpu", "0") == "0"
+    assert resources["theory_tables"]["mem_mb"] == str(profile["default-resources"]["mem_mb"])
+
+
+def test_slurm_profile_asks_no_gpu_for_the_cpu_default():
+    result = dry_run("--profile", "workflow/profiles/slurm")
+    trains = [r for rule, r in job_resources(result.stdout) if rule == "train"]
+    assert trains and all(r["gpu"] == "0" for r in trains)
+
+
+def test_local_gpu_profile_caps_gpu_jobs():
+    profile = yaml.safe_load((REPO / "workflow/profiles/local_gpus/config.yaml").read_text())
+    assert any(r.startswith("gpu=") for r in profile["resources"])
+    result = dry_run("--configfile", "config/gpu.yaml", "--profile", "workflow/profiles/local_gpus")
+    gpu_jobs = [rule for rule, r in job_resources(result.stdout) if r.get("gpu") == "1"]
+    assert sorted(set(gpu_jobs)) == ["estimate_pass_rates", "train"]
+
+
+@pytest.mark.parametrize(
+    ("base", "built"),
+    [("smollm2", "convert_smollm"), ("some-org/some-model", None)],  # tiny: test_workflow
+)
+def test_base_model_decides_what_the_workflow_builds(tmp_path, base, built):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    config["model"]["base"] = base
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = dry_run(
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(path),
+        "--replace-workflow-config",
+        "--cores",
+        "1",
+    )
+    jobs = planned_jobs(result.stdout)
+    for rule in ("convert_smollm", "warm_start"):
+        assert (jobs.get(rule, 0) == 1) == (rule == built), (rule, jobs)
+
+
+def test_bad_precision_fails_before_any_job(tmp_path):
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    config["train"]["precision"] = "fp16"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+        + ["--configfile", str(path), "--replace-workflow-config", "--cores", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert "config error at 'train.precision'" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+# --------------------------------------------------------------------------- the GPU claim
+
+
+def test_device_ids_follow_cuda_visible_devices():
+    assert devices.device_ids(3, None) == ["0", "1", "2"]
+    assert devices.device_ids(2, "4,7") == ["4", "7"]
+    assert devices.device_ids(2, "GPU-aa, GPU-bb,") == ["GPU-aa", "GPU-bb"]
+    assert devices.device_ids(2, "") == ["0", "1"]
+
+
+def child_claims(ids: list[str], lock_dir) -> str:
+    """What another process gets: the claimed index, or 'busy' when every GPU is held."""
+    script = (
+        "from grpo_dial.policy import devices\n"
+        "try:\n"
+        f"    print(devices.claim_index({ids!r}, {str(lock_dir)!r}, timeout=0))\n"
+        "except ValueError as error:\n"
+        "    print('busy', error)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_claims_are_exclusive_per_process_and_end_with_it(tmp_path):
+    assert devices.claim_index(["0", "1"], tmp_path, timeout=0) == 0
+    assert devices.claim_index(["0", "1"], tmp_path, timeout=0) == 0  # same process, same GPU
+    assert child_claims(["0", "1"], tmp_path) == "1"  # another job gets the other GPU
+    busy = child_claims(["0"], tmp_path)
+    assert busy.startswith("busy all 1 GPUs are claimed by other jobs"), busy
+    # the child has exited: the kernel dropped its lock, so GPU 1 is free again
+    assert devices.claim_index(["1"], tmp_path, timeout=0) == 0
+    devices.release(tmp_path)
+    assert child_claims(["0", "1"], tmp_path) == "0"
+
+
+def test_all_busy_times_out_with_one_line(tmp_path):
+    held = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from grpo_dial.policy import devices; "
+            f"devices.claim_index(['0'], {str(tmp_path)!r}, timeout=0); "
+            "print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert held.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match="all 1 GPUs are claimed by other jobs"):
+            devices.claim_index(["0"], tmp_path, timeout=0.05, poll=0.01)
+    finally:
+        held.stdin.close()
+        held.wait(timeout=30)
+    assert devices.claim_index(["0"], tmp_path, timeout=0) == 0
+    devices.release(tmp_path)
+
+
+def test_resolve_device_passes_explicit_devices_through():
+    assert devices.resolve_device("cpu") == "cpu"
+    assert devices.resolve_device("cuda:3") == "cuda:3"
+    if not __import__("torch").cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU is visible"):
+            devices.resolve_device("cuda")
+    with pytest.raises(ValueError, match="empty"):
+        devices.claim_index([], "/nonexistent-never-created")
+
+
+# --------------------------------------------------------------------------- the GPU check script
+
+
+def load_gpu_check():
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", REPO / "workflow" / "scripts" / "gpu_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_arguments_and_reduced_chain(tmp_path, capsys):
+    gpu_check = load_gpu_check()
+    args = gpu_check.parse_args([])
+    assert args.config == REPO / "config" / "gpu.yaml" and args.steps == 2 and not args.skip_chain
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--steps", "0"])
+    assert gpu_check.main(["--dry-run", "--out", str(tmp_path)]) == 0
+    assert "--resources gpu=1" in capsys.readouterr().out
+
+    # the reduced overlay on config/gpu.yaml: every dial for `steps` steps, one seed, one GPU
+    overlay = gpu_check.reduced_overlay(tmp_path / "chain", 3)
+    config = gpu_check.merge(gpu_check.load_config(REPO / "config" / "gpu.yaml"), overlay)
+    assert config["train"]["steps"] == 3 and config["train"]["seeds"] == [0]
+    assert config["train"]["precision"] == "bf16" and config["model"]["base"] == "smollm2"
+    path = tmp_path / "reduced.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    command = gpu_check.chain_command(REPO / "config" / "gpu.yaml", path, 2)
+    result = subprocess.run(
+        [*command, "-n"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = planned_jobs(result.stdout)
+    assert jobs["train"] == len(config["dials"]) == 6 and jobs["convert_smollm"] == 1
+    assert str(tmp_path / "chain" / "train" / "grpo" / "seed0") in result.stdout
+
+
+def test_gpu_check_without_cuda_stops_with_one_line(tmp_path, capsys):
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a CUDA GPU is visible")
+    gpu_check = load_gpu_check()
+    assert gpu_check.main(["--skip-chain", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpu_check: gpu_check needs a CUDA GPU") and "\n" not in err
+    assert not (tmp_path / "gpu_check.json").exists()
+
+
+def test_gpu_check_measures_throughput_on_cpu(tmp_path):
+    """The measurement itself, on a tiny policy and the arithmetic task (memory is CUDA-only)."""
+    from grpo_dial.data.tasks import get_task
+    from grpo_dial.policy.model import (
+        PolicySpec,
+        build_char_tokenizer,
+        build_tiny_llama,
+        save_policy,
+    )
+
+    gpu_check = load_gpu_check()
+    config = gpu_check.load_config(REPO / "config" / "smoke.yaml")
+    config["train"].update(prompts_per_step=2, group_size=2, max_new_tokens=8, precision="bf16")
+    task = get_task(config["task"]["name"], **config["task"]["options"])
+    tokenizer = build_char_tokenizer(task.alphabet)
+    spec = PolicySpec(n_layers=1, hidden_size=32, n_heads=2, intermediate_size=64)
+    save_policy(build_tiny_llama(spec, tokenizer, seed=0), tokenizer, tmp_path / "policy")
+    report = gpu_check.measure(str(tmp_path / "policy"), config, "cpu")
+    assert report["responses"] == 4 and report["precision"] == "bf16"
+    assert 4 <= report["generated_tokens"] <= 4 * 8
+    assert report["update_tokens"] > report["generated_tokens"]
+    assert report["generation_tokens_per_s"] > 0 and report["update_tokens_per_s"] > 0
+    assert report["peak_memory_generation_gib"] is None and report["update_finite"]
+
+
+def test_rule_params_reach_the_train_config():
+    """What the rules pass (train section, model.attn_implementation, device) is what trains."""
+    from grpo_dial.stages import policy as policy_stages
+
+    params = {
+        "train": {"steps": 2, "precision": "bf16", "gradient_checkpointing": True},
+        "pass_rates": {"pool": 8, "seed": 3},
+        "dial": {"preset": "grpo"},
+        "attn_implementation": "eager",
+        "device": "cpu",
+        "threads": 1,
+    }
+    prepared = policy_stages._prepare_job(params)
+    assert prepared == params  # "cpu" needs no claim
+    config = policy_stages._train_config(prepared)
+    assert (config.precision, config.gradient_checkpointing) == ("bf16", True)
+    assert config.attn_implementation == "eager" and config.device == "cpu"
+    assert (config.train_pool, config.pool_seed) == (8, 3)
