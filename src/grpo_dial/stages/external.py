@@ -32,7 +32,7 @@ def diagnose(responses: pd.DataFrame, name: str, params: Mapping) -> dict[str, p
     """Every diagnosis table of one imported run."""
     from grpo_dial.analysis import decompose as d
     from grpo_dial.analysis import difficulty
-    from grpo_dial.external.diagnostics import diagnostics as x
+    from grpo_dial.external import diagnostics as x
 
     silent = x.silent_by_step(responses)
     table = x.run_passrates(responses, name)
