@@ -136,4 +136,4 @@ rule summary:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/summary_markdown.py"
+        "../scripts/summary.py"

@@ -1,4 +1,4 @@
-"""Rule script: a thin call into grpo_dial.stages.report.summary_markdown."""
+"""Rule script: a thin call into grpo_dial.stages.report.summary_markdown (rule `summary`)."""
 
 import sys
 from pathlib import Path
