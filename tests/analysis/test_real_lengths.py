@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from grpo_dial.analysis import real_lengths as rl
+from grpo_dial.data.gsm8k import GSM8K_MODELS
 
 MATH_COT = Path("math_cot_100/math_cot_100.jsonl")
 GSM8K = Path("gsm8k/example_model_solutions.jsonl")
@@ -42,7 +43,7 @@ def test_gsm8k_real(shared_data: Path) -> None:
     got = rl.load_gsm8k_responses(shared_data / GSM8K)
     df = got.responses
     assert (len(df), got.n_problems, got.n_skipped) == (5276, 1319, 0)
-    n_correct = sum(r[m]["is_correct"] for r in raw for m in rl.GSM8K_MODELS)
+    n_correct = sum(r[m]["is_correct"] for r in raw for m in GSM8K_MODELS)
     assert df["correct"].sum() == n_correct == 2001
     k_counts = df.drop_duplicates("problem_id")["difficulty"].value_counts().to_dict()
     assert k_counts == {"k=0": 432, "k=1": 290, "k=2": 236, "k=3": 205, "k=4": 156}
@@ -50,7 +51,7 @@ def test_gsm8k_real(shared_data: Path) -> None:
     k_rows = df.groupby("problem_id")["correct"].sum()
     labels = df.groupby("problem_id")["difficulty"].first().str.removeprefix("k=").astype(int)
     assert (k_rows == labels).all()
-    for m in rl.GSM8K_MODELS:
+    for m in GSM8K_MODELS:
         rows = df[df["model"] == m]
         assert rows["length_chars"].tolist() == [len(r[m]["solution"]) for r in raw]
 
@@ -196,7 +197,8 @@ def test_math_cot_malformed_and_tokens(tmp_path: Path) -> None:
     )
     got = rl.load_math_cot_responses(path, tokenizer=SplitTokenizer())
     assert (got.n_problems, got.n_skipped) == (2, 5)
-    assert [s.split(":")[0] for s in got.skipped] == [f"line {i}" for i in (2, 3, 4, 5, 6)]
+    lines = [s.removeprefix(f"{path}: ").split(":")[0] for s in got.skipped]
+    assert lines == [f"line {i}" for i in (2, 3, 4, 5, 6)]
     df = got.responses
     assert df["length_tokens"].tolist() == [3, 2, 4, 1]
     assert df["length_chars"].tolist() == [5, 3, 18, 1]
@@ -211,7 +213,7 @@ def test_gsm8k_malformed_and_callable_tokenizer(tmp_path: Path) -> None:
     def sol(ok: object, text: object = "ab") -> dict:
         return {"is_correct": ok, "solution": text}
 
-    good = {m: sol(i % 2 == 0, "x" * (i + 1)) for i, m in enumerate(rl.GSM8K_MODELS)}
+    good = {m: sol(i % 2 == 0, "x" * (i + 1)) for i, m in enumerate(GSM8K_MODELS)}
     path = _write(
         tmp_path,
         "g.jsonl",
@@ -228,7 +230,7 @@ def test_gsm8k_malformed_and_callable_tokenizer(tmp_path: Path) -> None:
     assert (got.n_problems, got.n_skipped) == (1, 3)
     assert got.responses["length_tokens"].tolist() == [1, 2, 3, 4]  # no special token added
     assert got.responses["difficulty"].unique().tolist() == ["k=2"]
-    assert got.responses["model"].tolist() == list(rl.GSM8K_MODELS)
+    assert got.responses["model"].tolist() == list(GSM8K_MODELS)
 
 
 def test_errors(tmp_path: Path) -> None:

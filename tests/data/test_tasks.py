@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from grpo_dial.data.tasks import TASKS, ArithmeticTask, Problem, Task, get_task
-from grpo_dial.data.tasks.arithmetic import MAX_ANSWER_CHARS, split_of
+from grpo_dial.data.tasks.arithmetic import MAX_ANSWER_CHARS
+from grpo_dial.data.tasks.arithmetic_problems import split_of
 from grpo_dial.data.tasks.base import SPLITS, LengthSplit
 
 FAST = settings(max_examples=50, deadline=None)

@@ -29,7 +29,10 @@ if _error is not None:
 validate(config, "../schemas/config.schema.yaml")  # fills the schema's defaults
 
 RESULTS = config["results_dir"]
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# The hub-id rule has one home, grpo_dial.data.sources (standard library only, so no torch at
+# parse time); the repository's own source first, as in the rule scripts.
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from grpo_dial.data.sources import is_remote  # noqa: E402
 
 
 def _note(message):
@@ -38,7 +41,7 @@ def _note(message):
 
 def _available(path, optional, allow_hub_id=False):
     """Whether a configured input can be read; a missing required file stops the DAG build."""
-    remote = HUB_ID.match(path) or path.startswith(("http://", "https://"))
+    remote = is_remote(path)
     if Path(path).exists() or (allow_hub_id and remote):
         return True
     if optional:
@@ -156,6 +159,8 @@ REAL_LENGTH_INPUTS = {
 
 
 # ------------------------------------------------------------------ adaptive group sizes
+# A dial entry's keys that are not the Dial's: grpo_dial.train.arms.ALLOCATION_KEYS (that module
+# imports torch, which this file must not).
 ALLOCATION_KEYS = ("group_size", "allocation")
 
 

@@ -8,6 +8,11 @@ Two public logs (see ../shared/data/README.md):
                  it conditions on the very outcomes being compared, so a "k=0" problem has no
                  correct response and a "k=4" problem no incorrect one.
 
+Both logs are read and validated by their data readers (data/math_cot.py, data/gsm8k.py), the
+same rows the pass-rate tables keep. problem_id here is the log's line key "<log>:<line>", not the
+problem's prompt_id (data/ids.py): the bootstrap orders clusters by problem_id, so switching keys
+would redraw every interval of by_correctness.csv (point estimates unchanged).
+
 Per group (default source x difficulty) with n_c correct responses of mean length L_c and n_w
 incorrect of mean L_w: ratio = L_w / L_c and difference = L_w - L_c, with a percentile interval
 from a bootstrap that resamples PROBLEMS within each group (responses of a problem are not
@@ -18,7 +23,6 @@ H (clusters, groups) sums them: per-group replicate sums = (C * F[:, f]) @ H.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +33,12 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.analysis.decompose import percentile_interval
+from grpo_dial.data.gsm8k import read_gsm8k_solutions
+from grpo_dial.data.math_cot import read_math_cot
+from grpo_dial.data.reading import LoadReport
 
 MATH_COT = "math_cot_100"
 GSM8K = "gsm8k"
-MATH_COT_MODEL = "qwen2.5-math"
-GSM8K_MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 RESPONSE_COLUMNS = (
     "source",
     "problem_id",
@@ -96,88 +101,43 @@ def _token_count(tokenizer: Any) -> Callable[[str], int]:
     return count
 
 
-def _read_lines(path: str | Path) -> list[tuple[int, str]]:
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"response log not found: {path}")
-    with path.open(encoding="utf-8") as fh:
-        return [(i, line) for i, line in enumerate(fh, start=1) if line.strip()]
-
-
-def _table(rows: dict[str, list], tokenizer: Any | None, texts: list[str]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
-    df["correct"] = df["correct"].astype(bool)
-    df["length_chars"] = df["length_chars"].astype(np.int64)
+def _loaded(
+    logged: pd.DataFrame, report: LoadReport, source: str, difficulty: pd.Series, tokenizer: Any
+) -> Loaded:
+    """A reader's reading.LOGGED_COLUMNS table as RESPONSE_COLUMNS (+ length_tokens)."""
+    texts = logged["response"].tolist()
+    df = pd.DataFrame(
+        {
+            "source": source,
+            "problem_id": source + ":" + logged["line"].astype(str),
+            "difficulty": difficulty.to_numpy(dtype=object),
+            "model": logged["model"].to_numpy(dtype=object),
+            "correct": logged["correct"].to_numpy(dtype=bool),
+            "length_chars": np.array([len(t) for t in texts], dtype=np.int64),
+        },
+        columns=list(RESPONSE_COLUMNS),
+    )
     if tokenizer is not None:
         count = _token_count(tokenizer)
         df["length_tokens"] = np.array([count(t) for t in texts], dtype=np.int64)
-    return df
-
-
-def _append(rows: dict[str, list], texts: list[str], values: tuple, text: str) -> None:
-    """One response row: the identifying values, then its length in characters."""
-    for col, v in zip(RESPONSE_COLUMNS, (*values, len(text)), strict=True):
-        rows[col].append(v)
-    texts.append(text)
+    return Loaded(df, report.n_kept, tuple(report.skipped))
 
 
 def load_math_cot_responses(path: str | Path, tokenizer: Any | None = None) -> Loaded:
-    """math_cot_100.jsonl -> one row per sampled response (8 per problem); problem_id =
-    "math_cot_100:<line>". A row is skipped (and reported) when it is not JSON, lacks `level`,
-    `response` or `score`, its level is not "Level 1".."Level 5", or responses and scores
-    differ in length or type."""
-    rows: dict[str, list] = {c: [] for c in RESPONSE_COLUMNS}
-    texts: list[str] = []
-    skipped: list[str] = []
-    lines = _read_lines(path)
-    for lineno, line in lines:
-        try:
-            rec = json.loads(line)
-            level, resp, score = rec["level"], rec["response"], rec["score"]
-            n = str(level).removeprefix("Level ").strip()
-            if not (
-                isinstance(level, str)
-                and level.startswith("Level ")
-                and n in {"1", "2", "3", "4", "5"}
-            ):
-                raise ValueError(f"level {level!r} is not 'Level 1'..'Level 5'")
-            if not (isinstance(resp, list) and isinstance(score, list) and len(resp) == len(score)):
-                raise ValueError("response and score are not lists of equal length")
-            if not resp or not all(isinstance(t, str) for t in resp):
-                raise ValueError("response holds no texts or a non-text entry")
-            if not all(isinstance(s, bool) for s in score):
-                raise ValueError("score holds a non-bool entry")
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            skipped.append(f"line {lineno}: {type(err).__name__}: {err}")
-            continue
-        for text, ok in zip(resp, score, strict=True):
-            _append(rows, texts, (MATH_COT, f"{MATH_COT}:{lineno}", f"level {n}",
-                                  MATH_COT_MODEL, ok), text)  # fmt: skip
-    return Loaded(_table(rows, tokenizer, texts), len(lines) - len(skipped), tuple(skipped))
+    """math_cot_100.jsonl -> one row per sampled response (8 per problem), read and validated by
+    data/math_cot.py (a skipped row is reported with its line and column); problem_id =
+    "math_cot_100:<line>", difficulty = "level N"."""
+    logged, report = read_math_cot(path)
+    return _loaded(logged, report, MATH_COT, logged["difficulty"], tokenizer)
 
 
 def load_gsm8k_responses(path: str | Path, tokenizer: Any | None = None) -> Loaded:
-    """GSM8K example_model_solutions.jsonl -> one row per logged solution (4 per problem);
-    problem_id = "gsm8k:<line>", model = the solution's object name, difficulty = "k=j" with j of
-    the 4 correct (a proxy; module docstring). A problem is skipped (and reported) when it is not
-    JSON or any of the 4 objects lacks a bool `is_correct` or a text `solution`."""
-    rows: dict[str, list] = {c: [] for c in RESPONSE_COLUMNS}
-    texts: list[str] = []
-    skipped: list[str] = []
-    lines = _read_lines(path)
-    for lineno, line in lines:
-        try:
-            rec = json.loads(line)
-            sols = [(rec[m]["is_correct"], rec[m]["solution"]) for m in GSM8K_MODELS]
-            if not all(isinstance(ok, bool) and isinstance(t, str) for ok, t in sols):
-                raise ValueError("is_correct must be bool and solution text")
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            skipped.append(f"line {lineno}: {type(err).__name__}: {err}")
-            continue
-        k = sum(ok for ok, _ in sols)
-        for m, (ok, text) in zip(GSM8K_MODELS, sols, strict=True):
-            _append(rows, texts, (GSM8K, f"{GSM8K}:{lineno}", f"k={k}", m, ok), text)
-    return Loaded(_table(rows, tokenizer, texts), len(lines) - len(skipped), tuple(skipped))
+    """GSM8K example_model_solutions.jsonl -> one row per logged solution (4 per problem), read
+    and validated by data/gsm8k.py; problem_id = "gsm8k:<line>", model = the solution's object
+    name, difficulty = "k=j" with j of the 4 correct (a proxy; module docstring)."""
+    logged, report = read_gsm8k_solutions(path)
+    k = logged.groupby("prompt_id", sort=False)["correct"].transform("sum")  # (R,)
+    return _loaded(logged, report, GSM8K, "k=" + k.astype(str), tokenizer)
 
 
 # --------------------------------------------------------------------------- the comparison

@@ -27,7 +27,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from grpo_dial.passrates.tables import HUB_ID
+from grpo_dial.data.sources import is_hub_id
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -171,7 +171,7 @@ def load_policy(
     train mode: the forward is then the eval-mode forward, with less memory.
     """
     text = str(path_or_id)
-    if not Path(text).exists() and not HUB_ID.match(text):
+    if not Path(text).exists() and not is_hub_id(text):
         raise ValueError(
             f"policy not found: {text} is neither a directory nor a hub id (owner/name)"
         )

@@ -10,7 +10,8 @@ log = logging.getLogger("grpo_dial")
 
 def passrates(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Load one configured pass-rate source into the tidy schema."""
-    from grpo_dial.passrates.tables import load_passrates, write_passrates
+    from grpo_dial.passrates.loaders import load_passrates
+    from grpo_dial.passrates.tables import write_passrates
 
     table, report = load_passrates(params["spec"])
     log.info("loaded %s: %s", params["spec"].get("kind"), report)

@@ -1,20 +1,13 @@
 """Procedural arithmetic: sums of integers with a difficulty knob and a free-length solution format.
 
-Problems. A level (o, d), labelled "o{o}d{d}", is a sum of o operands with up to d digits each:
-every operand's digit count is uniform on 1..d, then one random operand is forced to d digits
-(so the label is exactly (number of operands, max digits) of the prompt); a k-digit number is
-uniform on [10^(k-1), 10^k), one-digit numbers include 0. The grid is every (o, d) with o in
-`operands` and d in `digits` (inclusive ranges); `mix` weights the levels (default uniform).
-Prompt "17+305+9=", reference "331", prompt_id "arith-" + first 16 hex of sha1(prompt) (the
-pass-rate tables' convention).
-
-Splits. A prompt's split is a function of its text alone: u = int(sha1(prompt)[:16 hex]) / 16^16,
-train u < 1/2, eval 1/2 <= u < 3/4, heldout u >= 3/4. `problems` rejects candidates of other splits,
-so the splits never share a prompt for any seeds, sizes or options. A split's n problems are
+Problems and splits (tasks/arithmetic_problems.py): a level "o{o}d{d}" is a sum of o operands of
+up to d digits; the grid is every (o, d) with o in `operands` and d in `digits` (inclusive
+ranges); `mix` weights the levels (default uniform). Prompt "17+305+9=", reference "331",
+prompt_id "arith-" + first 16 hex of sha1(prompt). A prompt's split (train / eval / heldout) is
+a function of its text alone, so the splits never share a prompt. A split's n problems are
 distinct (an evaluation pool has unique ids); level counts are n * weight rounded by largest
-remainder, so small levels run out: o2d1 has 100 prompts, 51/19/30 in train/eval/heldout, and
-asking for more than a level's split holds is a ValueError (`capacity` gives the safe n).
-`corpus` draws with replacement instead.
+remainder, so small levels run out: asking for more than a level's split holds is a ValueError
+(`capacity` gives the safe n). `corpus` draws with replacement instead.
 
 Response grammar (no whitespace: char-level tokenizers that split or strip spaces stay lossless):
     response = { segment ";" } "#" answer          answer: the sum's decimal digits
@@ -40,19 +33,29 @@ work + redundant = len(response).
 
 from __future__ import annotations
 
-import bisect
-import hashlib
-import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 
+from grpo_dial.data.tasks.arithmetic_problems import (
+    Level,
+    distinct,
+    enumerable,
+    in_split,
+    level_label,
+    level_pool,
+    make_problem,
+    operands_of,
+    stratify,
+    take,
+    worked_steps,
+)
 from grpo_dial.data.tasks.base import SPLITS, LengthSplit, Problem, Verdict
 
 RECHECK = "chk"
@@ -60,24 +63,12 @@ MAX_ANSWER_CHARS = 32  # a reference has at most 7 digits (6 operands of 6 digit
 MAX_OPERANDS = 6
 MAX_DIGITS = 6  # prompts stay <= 6 * 6 + 6 = 42 characters; the default grid's <= 16
 DEFAULT_STYLE_WEIGHTS = MappingProxyType({"terse": 0.4, "worked": 0.4, "rechecked": 0.2})
-_SPLIT_EDGES = (0.5, 0.75)  # train [0, .5), eval [.5, .75), heldout [.75, 1) of the sha1 position
 _SALT = 0x61726974  # "arit": keeps these RNG streams apart from other uses of the same seed
 _STEP = re.compile(r"[0-9]+\+[0-9]+=[0-9]+")
-_PROMPT = re.compile(r"[0-9]+(?:\+[0-9]+)+=")
-_CHUNK = 256  # candidate prompts drawn per round of rejection sampling
 
 
 def _opt(default: object, text: str) -> object:
     return field(default=default, metadata={"help": text})
-
-
-class Level(NamedTuple):
-    """One cell of the difficulty grid and its normalized weight in the mix."""
-
-    label: str
-    operands: int
-    digits: int
-    weight: float
 
 
 @dataclass(frozen=True)
@@ -113,7 +104,7 @@ class ArithmeticTask:
 
     def _grid(self) -> list[tuple[str, int, int]]:
         return [
-            (_label(o, d), o, d)
+            (level_label(o, d), o, d)
             for o in range(self.operands[0], self.operands[1] + 1)
             for d in range(self.digits[0], self.digits[1] + 1)
         ]
@@ -136,12 +127,12 @@ class ArithmeticTask:
         s = SPLITS.index(split)
         levels = self.levels
         rng = np.random.default_rng([_SALT, seed, s])
-        counts = _stratify(n, np.array([lv.weight for lv in levels]), rng)  # (L,)
+        counts = stratify(n, np.array([lv.weight for lv in levels]), rng)  # (L,)
         prompts: list[str] = []
         for lv, count in zip(levels, counts.tolist(), strict=True):
             level_rng = np.random.default_rng([_SALT, seed, s, lv.operands, lv.digits])
-            prompts += _distinct(lv, count, split, level_rng)
-        return [_problem(prompts[i]) for i in rng.permutation(len(prompts))]
+            prompts += distinct(lv, count, split, level_rng)
+        return [make_problem(prompts[i]) for i in rng.permutation(len(prompts))]
 
     def capacity(self, split: str) -> int | None:
         """Largest n with n * w_L <= P_L for every level, P_L its distinct prompts in split.
@@ -153,10 +144,10 @@ class ArithmeticTask:
         _check_choice("split", split, SPLITS)
         caps = []
         for lv in self.levels:
-            if lv.weight > 0 and _enumerable(lv):
-                size = len(_pool(lv, split))
+            if lv.weight > 0 and enumerable(lv):
+                size = len(level_pool(lv, split))
                 n = math.floor(size / lv.weight)
-                while n * lv.weight > size:  # agree with _stratify's float n * w exactly
+                while n * lv.weight > size:  # agree with stratify's float n * w exactly
                     n -= 1
                 while (n + 1) * lv.weight <= size:
                     n += 1
@@ -185,14 +176,14 @@ class ArithmeticTask:
         for j, lv in enumerate(levels):
             where = np.flatnonzero(level_of == j).tolist()
             if where:
-                drawn = _take(_in_split(lv, "train", rng), len(where), 1000 + 50 * len(where))
+                drawn = take(in_split(lv, "train", rng), len(where), 1000 + 50 * len(where))
                 if len(drawn) < len(where):
                     raise ValueError(f"level {lv.label} yields too few train prompts")
                 for i, p in zip(where, drawn, strict=True):
                     prompts[i] = p
         out = []
         for p, k in zip(prompts, style_of.tolist(), strict=True):
-            problem = _problem(p)
+            problem = make_problem(p)
             out.append((problem, self.demonstration(problem, self.styles[k], rng)))
         return out
 
@@ -201,13 +192,13 @@ class ArithmeticTask:
     def demonstration(self, problem: Problem, style: str, rng: np.random.Generator) -> str:
         """A correct response in `style`; rechecked repeats 1-2 random steps after themselves."""
         _check_choice("style", style, self.styles)
-        xs = _operands(problem.prompt)
+        xs = operands_of(problem.prompt)
         if problem.reference != str(sum(xs)):
             raise ValueError(f"reference {problem.reference!r} is not the sum {problem.prompt!r}")
         answer = "#" + problem.reference
         if style == "terse":
             return answer
-        steps = _steps(xs)
+        steps = worked_steps(xs)
         if style == "rechecked":
             checked = rng.integers(0, len(steps), size=int(rng.integers(1, 3)))  # (1 or 2,)
             times = np.bincount(checked, minlength=len(steps)).tolist()  # (steps,)
@@ -230,7 +221,7 @@ class ArithmeticTask:
         """redundant = chars of 'chk' segments and repeated steps (with their ';'); work = rest."""
         if not isinstance(response, str):
             raise ValueError(f"response must be a str, got {type(response).__name__}")
-        needed = Counter(_steps(_operands(problem.prompt)))  # a 0 operand repeats a step
+        needed = Counter(worked_steps(operands_of(problem.prompt)))  # a 0 operand repeats a step
         segments = response.split(";")
         redundant, seen = 0, Counter()
         for i, seg in enumerate(segments):
@@ -242,116 +233,6 @@ class ArithmeticTask:
                 if seen[seg] > max(needed[seg], 1):
                     redundant += len(seg) + sep
         return LengthSplit(work=len(response) - redundant, redundant=redundant)
-
-
-# --------------------------------------------------------------------------------- sampling
-
-
-def _label(o: int, d: int) -> str:
-    return f"o{o}d{d}"
-
-
-def _hash(prompt: str) -> str:
-    return hashlib.sha1(prompt.encode("ascii")).hexdigest()[:16]
-
-
-def split_of(prompt: str) -> str:
-    """The split a prompt belongs to: the position of sha1(prompt) in [0, 1) against the edges."""
-    return SPLITS[bisect.bisect_right(_SPLIT_EDGES, int(_hash(prompt), 16) / 16**16)]
-
-
-def _operands(prompt: str) -> list[int]:
-    if not isinstance(prompt, str) or not _PROMPT.fullmatch(prompt):
-        raise ValueError(f"not an arithmetic prompt (like '17+305+9='): {prompt!r}")
-    return [int(x) for x in prompt[:-1].split("+")]
-
-
-def _steps(xs: list[int]) -> list[str]:
-    """The running partial sums x1+x2=s2, s2+x3=s3, ... of a worked solution."""
-    sums = list(itertools.accumulate(xs))
-    return [f"{a}+{x}={a + x}" for a, x in zip(sums[:-1], xs[1:], strict=True)]
-
-
-def _problem(prompt: str) -> Problem:
-    xs = prompt[:-1].split("+")
-    return Problem(
-        prompt_id="arith-" + _hash(prompt),
-        prompt=prompt,
-        reference=str(sum(int(x) for x in xs)),
-        difficulty=_label(len(xs), max(len(x) for x in xs)),
-    )
-
-
-def _candidates(lv: Level, rng: np.random.Generator) -> Iterator[str]:
-    """Endless prompts of level lv, drawn _CHUNK at a time (the stream does not depend on n)."""
-    o, d = lv.operands, lv.digits
-    while True:
-        k = rng.integers(1, d + 1, size=(_CHUNK, o))  # (C, o) digit counts
-        k[np.arange(_CHUNK), rng.integers(0, o, size=_CHUNK)] = d
-        low = np.where(k == 1, 0, 10 ** (k - 1))  # (C, o)
-        x = rng.integers(low, 10**k)  # (C, o)
-        for row in x.tolist():
-            yield "+".join(map(str, row)) + "="
-
-
-def _in_split(lv: Level, split: str, rng: np.random.Generator) -> Iterator[str | None]:
-    """The candidate stream with other splits' prompts replaced by None (so budgets count them)."""
-    return (p if split_of(p) == split else None for p in _candidates(lv, rng))
-
-
-def _take(stream: Iterator[str | None], count: int, budget: int, distinct: bool = False) -> list:
-    """Up to `count` non-None items (unique if distinct) from at most `budget` stream items."""
-    kept: list[str] = []
-    seen: set[str] = set()
-    for p in itertools.islice(stream, budget if count > 0 else 0):
-        if p is not None and not (distinct and p in seen):
-            seen.add(p)
-            kept.append(p)
-            if len(kept) == count:
-                break
-    return kept
-
-
-def _enumerable(lv: Level) -> bool:
-    """One-digit levels of at most 10^4 prompts: the only ones a request can exhaust."""
-    return lv.digits == 1 and lv.operands <= 4
-
-
-def _pool(lv: Level, split: str) -> list[str]:
-    """Every prompt of a one-digit level in split, in lexicographic operand order."""
-    tuples = itertools.product(range(10), repeat=lv.operands)
-    return [p for p in ("+".join(map(str, t)) + "=" for t in tuples) if split_of(p) == split]
-
-
-def _distinct(lv: Level, count: int, split: str, rng: np.random.Generator) -> list[str]:
-    """count distinct prompts of level lv in split; small one-digit levels are enumerated."""
-    if count == 0:
-        return []
-    if _enumerable(lv) and 16 * count > 10**lv.operands:  # rejection would stall near the end
-        pool = _pool(lv, split)
-        if count > len(pool):
-            raise ValueError(
-                f"split {split!r} holds only {len(pool)} distinct prompts of level {lv.label} "
-                f"(asked for {count}); ask for fewer problems or give {lv.label} less weight"
-            )
-        return [pool[i] for i in rng.permutation(len(pool))[:count]]
-    out = _take(_in_split(lv, split, rng), count, 1000 + 50 * count, distinct=True)
-    if len(out) < count:
-        raise ValueError(
-            f"could not draw {count} distinct {split!r} prompts of level {lv.label}; "
-            "ask for fewer problems or give the level less weight"
-        )
-    return out
-
-
-def _stratify(n: int, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Integer counts summing to n: floor(n w) plus one for the largest remainders (random ties)."""
-    exact = n * w  # (L,)
-    counts = np.floor(exact).astype(np.int64)  # (L,)
-    rest = np.where(w > 0, exact - counts, -1.0)  # (L,) zero-weight levels never get one
-    order = np.lexsort((rng.random(len(w)), -rest))  # (L,) by remainder, ties at random
-    counts[order[: n - int(counts.sum())]] += 1
-    return counts
 
 
 # ------------------------------------------------------------------------------- validation

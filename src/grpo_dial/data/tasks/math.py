@@ -1,7 +1,7 @@
 """Real math problems (GSM8K, MATH-500, Big-Math) checked by math-verify.
 
 Options (YAML `task.options`):
-    train, heldout   lists of source specs (grpo_dial.data.math_data): {dataset, path, split, n,
+    train, heldout   lists of source specs (grpo_dial.data.math_problems): {dataset, path, split, n,
                      seed, levels, subjects, sources, domains, solve_rate}
     eval             optional list of specs; None makes "eval" the heldout pool itself
     prompt_template  text with one "{problem}" (literal replacement, no other braces parsed)
@@ -33,7 +33,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from grpo_dial.data.math_data import check_spec, load_mix, normalized_problem
+from grpo_dial.data.math_problems import check_spec, load_mix, normalized_problem
 from grpo_dial.data.math_reward import MathVerifier
 from grpo_dial.data.tasks.base import SPLITS, LengthSplit, Problem, Verdict
 

@@ -1,5 +1,5 @@
-"""Tests for grpo_dial.data.math_data: adapters on ../shared/data and on fixtures with real
-schemas.
+"""Tests for grpo_dial.data.math_problems: specs and mixes over the adapters, on ../shared/data
+and on fixtures with real schemas.
 """
 
 from __future__ import annotations
@@ -16,14 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_dial.data.math_data import (
-    BIGMATH_BANDS,
-    MATH_COLUMNS,
-    band_label,
-    check_spec,
-    load_mix,
-    load_source,
-)
+from grpo_dial.data.math_problems import MATH_COLUMNS, check_spec, load_mix, load_source
 
 
 def sha_id(prefix: str, text: str) -> str:
@@ -88,14 +81,6 @@ def test_gsm8k_shared_data(shared_data):
     assert test["prompt_id"].is_unique and test["prompt_id"].str.startswith("gsm8k-").all()
     train, _ = load_source({"dataset": "gsm8k", "path": str(shared_data / "gsm8k/train.jsonl")})
     assert len(train) == 7473
-
-
-def test_gsm8k_ids_match_passrate_tables(shared_data):
-    from grpo_dial.passrates.tables import load_gsm8k_solutions
-
-    solutions, _ = load_gsm8k_solutions(shared_data / "gsm8k/example_model_solutions.jsonl")
-    test, _ = load_source({"dataset": "gsm8k", "path": str(shared_data / "gsm8k/test.jsonl")})
-    assert set(test["prompt_id"]) == set(solutions["prompt_id"])
 
 
 # ----------------------------------------------------------------------------- MATH-500
@@ -207,15 +192,6 @@ def test_bigmath_filters(tmp_path):
     assert table["problem"].tolist() == ["p0", "p2", "p8", "p9"]  # below it in the hierarchy too
     table, _ = load_source({"dataset": "bigmath", "path": path, "solve_rate": [1.0, 1.0]})
     assert table["problem"].tolist() == ["p6"]
-
-
-def test_band_labels_at_edges():
-    rates = np.array([0.0, 0.1999, 0.2, 0.4, 0.79, 0.8, 1.0, -0.1, 1.5, np.nan])
-    assert band_label(rates).tolist() == [
-        "sr0.0-0.2", "sr0.0-0.2", "sr0.2-0.4", "sr0.4-0.6", "sr0.6-0.8", "sr0.8-1.0",
-        "sr0.8-1.0", "unknown", "unknown", "unknown",
-    ]  # fmt: skip
-    assert BIGMATH_BANDS[0] == 0 and BIGMATH_BANDS[-1] == 1
 
 
 # ----------------------------------------------------------------------------- mixes
