@@ -109,8 +109,35 @@ def test_figure_draws_from_the_tables(tmp_path):
          "band": ["medium", "extreme"] * 2, "G": [8, 8, 4, 12]}
     )  # fmt: skip
     fig = allocation_figure(
-        ac.accuracy_curves(steps, evals), ac.samples_by_band(allocation), {"adaptive": "uniform"}
+        ac.curve_intervals(ac.accuracy_curves(steps, evals)),
+        ac.ordered_bands(ac.samples_by_band(allocation)),
+        {"adaptive": "uniform"},
     )
     assert "adaptive +0.070" in fig._suptitle.get_text()
     save(fig, tmp_path / "a.png", tmp_path / "a.pdf")
     assert (tmp_path / "a.png").stat().st_size > 10_000
+
+
+def test_curve_intervals_are_the_seed_mean_and_t_interval():
+    curves = pd.DataFrame({
+        "dial": "a", "seed": [0, 1, 2, 0], "step": [5, 5, 5, 10], "mode": "sampled",
+        "samples": [40.0, 44.0, 48.0, 80.0], "accuracy": [0.2, 0.4, 0.9, 0.5],
+    })  # fmt: skip
+    got = ac.curve_intervals(curves)
+    assert list(got.columns) == list(ac.INTERVAL_COLUMNS) and got["step"].tolist() == [5, 10]
+    first = got.iloc[0]
+    x = np.array([0.2, 0.4, 0.9])
+    half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / np.sqrt(3)
+    assert (first["n_seeds"], first["samples"]) == (3, 44.0)
+    assert first["accuracy_mean"] == pytest.approx(0.5)
+    assert (first["accuracy_lo"], first["accuracy_hi"]) == pytest.approx((0.5 - half, 0.5 + half))
+    assert got.iloc[1]["accuracy_mean"] == 0.5 and np.isnan(got.iloc[1]["accuracy_lo"])  # 1 seed
+
+
+def test_ordered_bands_low_to_high_pass_rate_then_other_labels():
+    table = pd.DataFrame({"band": ["other", "unrated", "always", "never", "medium"]})
+    band = ac.ordered_bands(table)["band"]
+    assert band.cat.ordered and list(band.cat.categories) == [
+        "never", "medium", "other", "always", "unrated",
+    ]  # fmt: skip
+    assert band.astype(str).tolist() == table["band"].tolist()  # rows keep their order

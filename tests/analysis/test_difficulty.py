@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.analysis import difficulty as d
-from grpo_dial.passrates.tables import synthetic_bigmath_like, validate_passrates
+from grpo_dial.passrates.synthetic import synthetic_bigmath_like
+from grpo_dial.passrates.tables import validate_passrates
 
 EXTREME, MEDIUM = "extreme (0<p<0.1 or 0.9<p<1)", "medium (0.4<=p<=0.6)"
 NEVER, ALWAYS = "never (p=0)", "always (p=1)"

@@ -1,9 +1,9 @@
-"""The RL trainer on a tiny Llama and a fake task: the update, DAPO refill, resume, non-finite
-steps, learning-rate matching and the tables, each against numbers computed another way."""
+"""The RL run (train_run) on a tiny Llama and a fake task: silent groups never reach the loss,
+resume equals the uninterrupted run, non-finite steps are skipped then stop the run, and the
+tables, each against numbers computed another way."""
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from dataclasses import replace
@@ -12,17 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from _rl_fixtures import FakeTask, one_thread, tiny_policy  # noqa: F401
+from _rl_fixtures import FakeTask, one_thread  # noqa: F401
 
 from grpo_dial.core import advantage
 from grpo_dial.core.advantage import group_stats, preset
+from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED
 from grpo_dial.policy.model import load_policy
-from grpo_dial.policy.rollout import response_logprobs
 from grpo_dial.train import checkpoint
 from grpo_dial.train import loop as trainer
-from grpo_dial.train import records as rec
-from grpo_dial.train.loop import COLUMNS, TrainConfig, lr_match_factor, train_run
-from grpo_dial.train.step import policy_update, sample_batch, sampling_rngs, update_norm
+from grpo_dial.train.config import TrainConfig
+from grpo_dial.train.loop import COLUMNS, train_run
 
 CFG = TrainConfig(
     steps=4, prompts_per_step=3, group_size=4, max_new_tokens=8, train_pool=20,
@@ -32,11 +31,6 @@ CFG = TrainConfig(
 TABLES = ("steps", "mass", "responses", "evals", "identity")
 
 
-class NeverRight(FakeTask):
-    def verify(self, problem, response, finished):
-        return super().verify(problem, "z", finished)
-
-
 def _run(base_dir, tmp, dial, config=CFG, ckpt=None, **kw):
     outputs = {name: tmp / f"{name}.parquet" for name in TABLES}
     train_run(base_dir, FakeTask() if "task" not in kw else kw.pop("task"), dial, config,
@@ -44,179 +38,7 @@ def _run(base_dir, tmp, dial, config=CFG, ckpt=None, **kw):
     return {name: pd.read_parquet(path) for name, path in outputs.items()}
 
 
-def _batch(model, tokenizer, dial, config, task=None):
-    task = task or FakeTask()
-    pool = task.problems("train", config.train_pool, config.pool_seed)
-    rng, gen = sampling_rngs(config)
-    return sample_batch(model, tokenizer, task, pool, dial, config, rng, gen)
-
-
-def _k(batch):
-    stats = group_stats(batch.rewards, batch.group_ids)
-    return stats.k, stats.size  # (M,), (M,)
-
-
-# --------------------------------------------------------------------------- config
-
-
-@pytest.mark.parametrize(
-    "field, value, message",
-    [
-        ("optimizer", "adam", "choose one of adamw, sgd"),
-        ("steps", 0, "steps must be an integer >= 1"),
-        ("group_size", 2.0, "group_size must be an integer"),
-        ("lr", -1.0, "lr must be a finite number > 0"),
-        ("lr_scale", math.nan, "lr_scale must be a finite number"),
-        ("grad_clip", 0.0, "grad_clip must be"),
-        ("betas", (0.9,), "betas must be two numbers"),
-        ("micro_batch", 0, "micro_batch must be an integer >= 1"),
-        ("activation_reuse_mb", -1.0, "activation_reuse_mb must be a finite number >= 0"),
-        ("kl_coef", -0.1, "kl_coef must be"),
-        ("progress", "yes", "progress must be a bool"),
-    ],
-)
-def test_config_rejects_bad_values(field, value, message):
-    with pytest.raises(ValueError, match=message):
-        TrainConfig(**{field: value})
-
-
-def test_config_defaults_and_help():
-    cfg = TrainConfig(betas=[0.8, 0.9])
-    assert cfg.betas == (0.8, 0.9) and cfg.optimizer == "adamw" and cfg.kl_coef == 0.0
-    assert all(f.metadata.get("help") for f in trainer.TrainConfig.__dataclass_fields__.values())
-
-
-# --------------------------------------------------------------------------- the update
-
-
-def test_one_sgd_step_is_minus_lr_grad_and_moves_logprobs_by_advantage_sign():
-    dial = preset("grpo")
-    cfg = replace(CFG, optimizer="sgd", lr=0.02, grad_clip=None, prompts_per_step=4)
-    model, tokenizer = tiny_policy(seed=2)
-    batch = _batch(model, tokenizer, dial, cfg)
-    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)[batch.trained]  # (B,)
-    train = batch.rollouts.select(batch.trained)
-    assert (adv > 0).any() and (adv < 0).any()
-
-    # Expected step by hand: GRPO's loss -(1/B) sum_i A_i mean_t log pi(o_it), SGD.
-    ref = copy.deepcopy(model)
-    logp = response_logprobs(ref, train)  # (B, T)
-    lens = train.response_mask.sum(1)  # (B,)
-    loss = -(adv * logp.sum(1) / lens).mean()
-    loss.backward()
-    expected = {n: p.detach() - 0.02 * p.grad for n, p in ref.named_parameters()}
-
-    before = response_logprobs(model, train).sum(1).detach()  # (B,)
-    opt = trainer.make_optimizer(model, cfg)
-    result = policy_update(model, opt, train, adv, dial, cfg)
-    # At ratio 1 the surrogate's value is -(1/B) sum_i A_i; its gradient is the one above.
-    assert result.finite and result.loss == pytest.approx(-float(adv.mean()), abs=1e-6)
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(p.detach(), expected[name], rtol=1e-5, atol=1e-7)
-    delta = response_logprobs(model, train).sum(1).detach() - before  # (B,)
-    # Shared parameters couple the responses, so single ones may move against their sign; on
-    # average the positive ones go up and the negative ones down, and to first order
-    # sum_i (A_i / |o_i|) delta_i / B = lr ||g||^2 exactly.
-    assert delta[adv > 0].mean() > 0 and delta[adv < 0].mean() < 0
-    assert (torch.sign(delta[adv != 0]) == torch.sign(adv[adv != 0])).float().mean() >= 0.75
-    g2 = sum(float(p.grad.pow(2).sum()) for p in ref.parameters())
-    assert float((adv * delta / lens).mean()) == pytest.approx(0.02 * g2, rel=0.1)
-
-
-def test_second_update_uses_the_sampling_policy_as_old():
-    dial = replace(preset("grpo"), clip_low=0.05, clip_high=0.05)
-    cfg = replace(CFG, optimizer="sgd", lr=0.5, grad_clip=None, updates_per_batch=2)
-    model, tokenizer = tiny_policy(seed=2)
-    batch = _batch(model, tokenizer, dial, cfg)
-    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)[batch.trained]
-    train = batch.rollouts.select(batch.trained)
-
-    ref = copy.deepcopy(model)
-    old = response_logprobs(ref, train).detach()
-    for _ in range(2):  # both updates against the same old log-probs (ratio != 1 the 2nd time)
-        ref.zero_grad()
-        advantage.policy_loss(response_logprobs(ref, train), old, adv, train.response_mask,
-                              dial).backward()  # fmt: skip
-        with torch.no_grad():
-            for p in ref.parameters():
-                p -= 0.5 * p.grad
-    policy_update(model, trainer.make_optimizer(model, cfg), train, adv, dial, cfg)
-    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-
-
-def test_first_update_reuses_the_samplers_projections_within_the_budget(monkeypatch):
-    """The batch keeps the sampler's projection outputs when they fit activation_reuse_mb
-    (also across DAPO refill rounds), and the update taken with them equals the recomputed one."""
-    from grpo_dial.policy import lean_llama, rollout
-    from grpo_dial.policy.rollout import Rollouts
-
-    monkeypatch.setattr(rollout, "COMPACT_AT", 2.0)  # rows stay in the decode batch: all recorded
-
-    model, tokenizer = tiny_policy(seed=4)
-    size = lean_llama.recorded_bytes(model, CFG.prompts_per_step * CFG.group_size, 7) / 2**20
-    for budget, kept in ((0.0, False), (size * 0.99, False), (size, True)):
-        cfg = replace(CFG, activation_reuse_mb=budget)
-        assert (_batch(model, tokenizer, preset("grpo"), cfg).rollouts.recorded is not None) == kept
-    model, tokenizer = tiny_policy(seed=0)  # a seed with refills (as the DAPO test below)
-    dapo, cfg = preset("dapo"), replace(CFG, prompts_per_step=6)
-    batch = _batch(model, tokenizer, dapo, cfg)
-    assert batch.rounds.max() > 0 and batch.rollouts.recorded is not None
-    adv = advantage.advantages(batch.rewards, batch.group_ids, dapo)[batch.trained]
-    train = batch.rollouts.select(batch.trained)
-    plain = copy.deepcopy(model)  # another model: the record applies only to `model`
-    used = []
-    known = lean_llama._known_projector
-    monkeypatch.setattr(lean_llama, "_known_projector", lambda k, h: used.append(1) or known(k, h))
-    results = []
-    for m, rollouts in ((model, train), (plain, Rollouts(**{**train.__dict__, "recorded": None}))):
-        out = policy_update(m, trainer.make_optimizer(m, cfg), rollouts, adv, dapo, cfg)
-        results.append((out, list(m.parameters())))
-        assert bool(used) == (m is model)
-        used.clear()
-    (a, pa), (b, pb) = results
-    assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-7)
-    assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
-    for p, q in zip(pa, pb, strict=True):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-
-
-# --------------------------------------------------------------------------- DAPO refill
-
-
-def test_dapo_refill_trains_only_informative_groups_and_counts_samples():
-    model, tokenizer = tiny_policy(seed=0)
-    cfg = replace(CFG, prompts_per_step=6)
-    dapo = _batch(model, tokenizer, preset("dapo"), cfg)
-    grpo = _batch(model, tokenizer, preset("grpo"), cfg)
-    k, size = _k(dapo)
-    informative = (k > 0) & (k < size)  # (M,)
-    assert (~informative).any() and dapo.resampled_prompts > 0, "seed must produce refills"
-    stats = group_stats(dapo.rewards, dapo.group_ids)
-    assert torch.equal(dapo.trained, informative[stats.index])
-    assert int(informative.sum()) <= cfg.prompts_per_step
-    assert len(dapo.rollouts) == cfg.group_size * (cfg.prompts_per_step + dapo.resampled_prompts)
-    assert int((dapo.rounds > 0).sum()) == cfg.group_size * dapo.resampled_prompts
-    # Round 0 is the same draw every dial sees; a keep-dial trains on all of it.
-    n0 = int((dapo.rounds == 0).sum())
-    assert dapo.rollouts.texts[:n0] == grpo.rollouts.texts and grpo.trained.all()
-
-
-def test_dapo_counts_every_round_when_nothing_is_informative():
-    model, tokenizer = tiny_policy(seed=0)
-    dial = replace(preset("dapo"), max_resample_rounds=2)
-    batch = _batch(model, tokenizer, dial, CFG, task=NeverRight())
-    assert not batch.trained.any()
-    assert batch.resampled_prompts == 2 * CFG.prompts_per_step
-    assert len(batch.rollouts) == 3 * CFG.prompts_per_step * CFG.group_size
-    assert sorted(set(batch.rounds.tolist())) == [0, 1, 2]
-    records = rec.new_records()
-    result = trainer.UpdateResult(math.nan, math.nan, math.nan, True)
-    adv = torch.zeros(len(batch.rollouts))
-    rec.record_step(records, 1, batch, adv, result, dial, {}, ("easy", "hard"), 1e-3, 0.0)
-    assert records["mass"][0]["n_groups"] == [0, 0] and np.isnan(records["mass"][0]["share"]).all()
-    assert records["steps"][0]["samples"] == [len(batch.rollouts)]
-    assert records["steps"][0]["trained_groups"] == [0]
+# --------------------------------------------------------------------------- DAPO refill in the run
 
 
 def test_train_run_never_passes_a_silent_group_to_the_loss(base_dir, tmp_path, monkeypatch):
@@ -326,53 +148,6 @@ def test_nonfinite_step_is_skipped_then_run_stops(base_dir, tmp_path, monkeypatc
         _run(base_dir, tmp_path / "b", preset("grpo"), replace(cfg, max_nonfinite_steps=2))
 
 
-# --------------------------------------------------------------------------- lr matching
-
-
-def test_update_norm_sgd_is_lr_times_grad_norm_and_leaves_model_alone():
-    model, tokenizer = tiny_policy(seed=2)
-    state = copy.deepcopy(model.state_dict())
-    cfg = replace(CFG, optimizer="sgd", lr=0.1, grad_clip=None, prompts_per_step=6)
-    norms = {}
-    for name in ("grpo", "dr_grpo"):
-        dial = preset(name)
-        batch = _batch(model, tokenizer, dial, cfg)
-        adv = advantage.advantages(batch.rewards, batch.group_ids, dial)[batch.trained]
-        train = batch.rollouts.select(batch.trained)
-        ref = copy.deepcopy(model)
-        advantage.policy_loss(*(lambda lp: (lp, lp.detach()))(response_logprobs(ref, train)),
-                              adv, train.response_mask, dial).backward()  # fmt: skip
-        grad = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in ref.parameters()))
-        norms[name] = update_norm(model, batch, dial, cfg)
-        assert norms[name] == pytest.approx(0.1 * grad, rel=1e-4)
-    for name, tensor in model.state_dict().items():
-        assert torch.equal(tensor, state[name])
-    assert lr_match_factor(norms["grpo"], norms["dr_grpo"]) > 5  # sigma vs sigma^2 / L_max
-
-
-def test_update_norm_adam_is_nearly_scale_free():
-    model, tokenizer = tiny_policy(seed=2)
-    cfg = replace(CFG, lr=1e-3, grad_clip=None, prompts_per_step=6)
-    norms = {}
-    for name in ("grpo", "dr_grpo"):
-        batch = _batch(model, tokenizer, preset(name), cfg)
-        norms[name] = update_norm(model, batch, preset(name), cfg)
-    n_params = sum(p.numel() for p in model.parameters())
-    # First AdamW step ~ lr sign(g): norm ~ lr sqrt(#params), whatever the gradient's scale.
-    assert norms["grpo"] == pytest.approx(1e-3 * math.sqrt(n_params), rel=0.1)
-    assert lr_match_factor(norms["grpo"], norms["dr_grpo"]) == pytest.approx(1.0, abs=0.05)
-    assert trainer.calibration_update_norm(
-        model, tokenizer, FakeTask(), preset("grpo"), cfg
-    ) == pytest.approx(norms["grpo"], rel=1e-12)
-
-
-@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
-def test_lr_match_factor_rejects(bad):
-    assert lr_match_factor(2.0, 0.5) == 4.0
-    with pytest.raises(ValueError, match="arm_norm must be a finite number > 0"):
-        lr_match_factor(1.0, bad)
-
-
 # --------------------------------------------------------------------------- tables
 
 
@@ -416,32 +191,8 @@ def test_mass_by_pass_rate_band(base_dir, tmp_path):
     table = pd.DataFrame({"prompt_id": [p.prompt_id for p in pool[:-2]], "p_hat": p_hat})
     mass = _run(base_dir, tmp_path, preset("dr_grpo"), replace(CFG, identity_every=0),
                 pass_rates=table)["mass"]  # fmt: skip
-    assert set(mass["band"]) == {*rec.PASS_RATE_BANDS, rec.UNRATED}
+    assert set(mass["band"]) == {*PASS_RATE_BANDS, UNRATED}
     assert mass.groupby("step")["n_groups"].sum().eq(CFG.prompts_per_step).all()
-
-
-def test_pass_rate_band_edges_and_group_mass_hand_numbers():
-    p = np.array([0, 0.05, 0.1, 0.2, 0.4, 0.5, 0.6, 0.7, 0.9, 0.95, 1])
-    assert rec.pass_rate_band(p).tolist() == [
-        "never", "extreme", "other", "other", "medium", "medium", "medium", "other", "other",
-        "extreme", "always",
-    ]  # fmt: skip
-    rewards = torch.tensor([1.0, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1.0])
-    gids = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3])  # k=1, k=2, silent, singleton
-    s1, s2 = math.sqrt(3) / 4, 0.5
-    for name, expected in [("grpo", [s1, s2, 0, 0]), ("dr_grpo", [s1**2, s2**2, 0, 0])]:
-        dial = replace(preset(name), eps=0.0)
-        _, mass = rec.group_mass(rewards, gids, dial)
-        assert mass.tolist() == pytest.approx(expected, abs=1e-12)
-    chunk = rec.mass_chunk(3, ["a", "b", "a", "b"], np.array([s1, s2, 0, 0]), ("a", "b", "c"))
-    assert chunk["n_groups"] == [2, 2, 0]
-    assert chunk["share"] == pytest.approx([s1 / (s1 + s2), s2 / (s1 + s2), 0.0])
-    stats = rec.step_stats(rewards, gids, np.arange(13), torch.zeros(13, dtype=torch.bool),
-                           np.full(13, np.nan), np.ones(13))  # fmt: skip
-    assert stats["accuracy"] == pytest.approx(8 / 13)
-    assert stats["silent_fraction"] == 0.5 and stats["all_correct_fraction"] == 0.5
-    assert stats["all_wrong_fraction"] == 0.0 and math.isnan(stats["mean_work_correct"])
-    assert stats["mean_len_incorrect"] == pytest.approx(np.mean([1, 2, 3, 6, 7]))
 
 
 def test_sampled_evaluation_does_not_change_the_run(base_dir, tmp_path):

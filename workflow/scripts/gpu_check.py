@@ -167,7 +167,8 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
     from grpo_dial.train.config import TrainConfig
     from grpo_dial.train.step import make_optimizer, policy_update, score
 
-    names = {f.name for f in fields(TrainConfig)}  # the train keys that are TrainConfig fields
+    # the train keys that are TrainConfig fields; train.allocation is an arm's defaults (uniform)
+    names = {f.name for f in fields(TrainConfig)} - {"allocation"}
     train = {k: v for k, v in config["train"].items() if k in names}
     cfg = TrainConfig(
         **train,

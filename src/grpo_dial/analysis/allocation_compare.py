@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from grpo_dial.core.bands import band_order
+
 CURVE_COLUMNS = ("dial", "seed", "step", "samples", "mode", "accuracy")
 COMPARISON_COLUMNS = (
     "adaptive uniform metric n_seeds adaptive_mean adaptive_lo adaptive_hi uniform_mean "
@@ -22,6 +24,9 @@ COMPARISON_COLUMNS = (
 ).split()
 BAND_COLUMNS = (
     "dial seed band draws mean_G samples samples_share unsampled_share".split()
+)
+INTERVAL_COLUMNS = (
+    "dial mode step n_seeds samples accuracy_mean accuracy_lo accuracy_hi".split()
 )
 
 
@@ -48,6 +53,17 @@ def accuracy_curves(steps: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
     out = evals.merge(spent, on=["dial", "seed", "step"], how="left")
     out["samples"] = out["samples"].where(out["step"] > 0, 0).astype(float)
     return out[list(CURVE_COLUMNS)].sort_values(["dial", "seed", "mode", "step"], ignore_index=True)
+
+
+def curve_intervals(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per (dial, mode, step) of the accuracy curves: seeds, mean samples spent, and the mean
+    accuracy over seeds with its t interval (t_interval)."""
+    rows = [
+        (dial, mode, step, len(part), float(part["samples"].mean()),
+         *t_interval(part["accuracy"].to_numpy()))
+        for (dial, mode, step), part in curves.groupby(["dial", "mode", "step"], sort=True)
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
 
 
 def samples_to_reach(curve: pd.DataFrame, target: float) -> float:
@@ -147,3 +163,10 @@ def samples_by_band(allocation: pd.DataFrame) -> pd.DataFrame:
     total = out.groupby(["dial", "seed"])["samples"].transform("sum")
     out["samples_share"] = out["samples"] / total
     return out[list(BAND_COLUMNS)]
+
+
+def ordered_bands(by_band: pd.DataFrame) -> pd.DataFrame:
+    """`by_band` with `band` an ordered categorical: the pass-rate bands from low p to high p
+    (grpo_dial.core.bands), then any other label sorted (difficulty labels, 'unrated')."""
+    order = band_order(by_band["band"].astype(str))
+    return by_band.assign(band=pd.Categorical(by_band["band"], categories=order, ordered=True))

@@ -39,6 +39,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from grpo_dial.core.bands import UNRATED  # a prompt the band map does not list
+
 REQUIRED = ("step", "prompt_id", "difficulty", "reward", "work", "redundant", "resample_round")
 TERMS = (
     "total mix within_correct within_incorrect within_correct_work within_correct_redundant "
@@ -50,7 +52,6 @@ CURVE_COLUMNS = (
     "step band accuracy mean_len mean_len_correct mean_len_incorrect mean_work_correct "
     "mean_redundant_correct mean_work_incorrect mean_redundant_incorrect n"
 ).split()
-UNRATED = "unrated"  # same label as train_records.UNRATED: a prompt the band map does not list
 # per-prompt, per-window sums; index order is relied on by _terms
 _FEATURES = ("n_c", "n_w", "S_c", "S_w", "W_c", "R_c", "W_w", "R_w")
 

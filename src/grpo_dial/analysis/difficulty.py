@@ -32,6 +32,7 @@ import pandas as pd
 from scipy.stats import hypergeom
 
 from grpo_dial.core import theory
+from grpo_dial.core.bands import BAND_INTERVALS, in_band
 
 RECIPES = theory.RECIPES
 # (label, ((lo, hi, closed), ...)): a band is a union of disjoint intervals, `closed` as in
@@ -43,11 +44,8 @@ DECILE_BANDS = tuple(
     )
     for i in range(10)
 )
-BANDS = DECILE_BANDS + (
-    ("never (p=0)", ((0.0, 0.0, "both"),)),
-    ("always (p=1)", ((1.0, 1.0, "both"),)),
-    ("extreme (0<p<0.1 or 0.9<p<1)", ((0.0, 0.1, "neither"), (0.9, 1.0, "neither"))),
-    ("medium (0.4<=p<=0.6)", ((0.4, 0.6, "both"),)),
+BANDS = DECILE_BANDS + tuple(  # "never (p=0)", "always (p=1)", "extreme (...)", "medium (...)"
+    (f"{name} ({edges})", intervals) for name, (edges, intervals) in BAND_INTERVALS.items()
 )
 
 
@@ -64,16 +62,6 @@ def _columns(table: pd.DataFrame, name: str, *cols: str) -> tuple[np.ndarray, ..
     if missing:
         raise ValueError(f"pass-rate table {name!r} lacks column(s): {', '.join(missing)}")
     return tuple(table[c].to_numpy() for c in cols)
-
-
-def _in_band(p: np.ndarray, intervals: tuple) -> np.ndarray:
-    """Membership (N,) of pass rates in a union of intervals, ends included as `closed` says."""
-    mask = np.zeros(p.shape, bool)
-    for lo, hi, closed in intervals:
-        left = p >= lo if closed in ("both", "left") else p > lo
-        right = p <= hi if closed in ("both", "right") else p < hi
-        mask |= left & right
-    return mask
 
 
 def _per_unique(fn: Callable[..., np.ndarray], *arrays: np.ndarray) -> np.ndarray:
@@ -139,7 +127,7 @@ def mass_shares(table: pd.DataFrame, name: str = "passrates") -> pd.DataFrame:
                 float(theory.mass_share(p, lo, hi, recipe, closed=closed))
                 for lo, hi, closed in intervals
             )
-            n_band = int(_in_band(p, intervals).sum())
+            n_band = int(in_band(p, intervals).sum())
             rows.append((name, band, recipe, share, n_band))
     return pd.DataFrame(rows, columns=["table", "band", "recipe", "share", "n_prompts"])
 
@@ -214,14 +202,14 @@ def recommended_group_size_by_band(per_prompt: pd.DataFrame) -> pd.DataFrame:
     p, g, g_cf, target = _columns(per_prompt, name, "p_hat", "g_exact", "g_closed_form", "fidelity")
     rows = []
     for band, intervals in BANDS:
-        in_band = _in_band(p.astype(float), intervals)  # (N,)
-        ok = in_band & (g != theory.UNREACHABLE)
+        members = in_band(p.astype(float), intervals)  # (N,)
+        ok = members & (g != theory.UNREACHABLE)
         stats = (
             (np.median(g[ok]), np.quantile(g[ok], 0.9), g[ok].max(), np.median(g_cf[ok]))
             if ok.any()
             else (np.nan,) * 4
         )
-        rows.append((name, float(target[0]), band, int(in_band.sum()), int(ok.sum()), *stats))
+        rows.append((name, float(target[0]), band, int(members.sum()), int(ok.sum()), *stats))
     columns = ["table", "fidelity", "band", "n_prompts", "n_reachable", "median_g_exact"]
     columns += ["q90_g_exact", "max_g_exact", "median_g_closed_form"]
     return pd.DataFrame(rows, columns=columns).astype({"max_g_exact": float})
@@ -327,10 +315,10 @@ def budget_allocation(
             )
         )
         for band, intervals in BANDS:
-            in_band = _in_band(p, intervals)
-            spent = int(G[in_band].sum())
+            members = in_band(p, intervals)
+            spent = int(G[members].sum())
             share = spent / samples if samples else np.nan
-            bands.append((name, scheme, signal, band, int(in_band.sum()), spent, share))
+            bands.append((name, scheme, signal, band, int(members.sum()), spent, share))
     total_cols = ["table", "scheme", "signal", "samples", "n_funded", "expected_signal_total"]
     total_cols += ["expected_signal_per_sample", "silent_fraction_expected"]
     band_cols = ["table", "scheme", "signal", "band", "n_prompts", "samples", "samples_share"]

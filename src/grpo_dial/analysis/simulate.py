@@ -46,6 +46,7 @@ import torch
 from tqdm.auto import tqdm
 
 from grpo_dial.core.advantage import Dial, group_update, preset
+from grpo_dial.core.bands import EXTREME_EDGES
 from grpo_dial.core.theory import expected_signal, silent_rate
 
 log = logging.getLogger("grpo_dial")
@@ -80,7 +81,7 @@ class SimulationConfig:
     )
     arms: tuple[str, ...] = _opt(ARMS, f"Arms to run, any of {ARMS}.")
     extreme_band: tuple[float, float] = _opt(
-        (0.1, 0.9), "A prompt is extreme when 0 < p < lo or hi < p < 1 (the paper's 0.1 / 0.9)."
+        EXTREME_EDGES, "A prompt is extreme when 0 < p < lo or hi < p < 1 (the paper's 0.1 / 0.9)."
     )
     p_clip: float = _opt(
         0.02,

@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.figures import theme
+from grpo_dial.figures.smoothing import rolling_mean
 from grpo_dial.figures.training import TERM_COLORS, TERM_LABELS
 
-SMOOTH = 5
+SMOOTH = 5  # steps in the rolling mean of per-step curves
 
 
 def _rolling(series: pd.Series) -> pd.Series:
-    return series.rolling(SMOOTH, center=True, min_periods=1).mean()
+    return rolling_mean(series, SMOOTH)
 
 
 def external_figure(name: str, curves: pd.DataFrame, silent: pd.DataFrame,

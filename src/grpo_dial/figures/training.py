@@ -12,6 +12,7 @@ import pandas as pd
 import seaborn as sns
 
 from grpo_dial.figures import theme
+from grpo_dial.figures.smoothing import smooth_runs
 
 TERM_LABELS = {
     "mix": "mix (accuracy shift)",
@@ -22,21 +23,12 @@ TERM_COLORS = {"mix": "#7f7f7f", "within_correct": "#4f8f3a", "within_incorrect"
 SMOOTH = 9  # steps in the rolling mean of per-step curves
 
 
-def _smooth(df: pd.DataFrame, columns: list[str], by=("dial", "seed")) -> pd.DataFrame:
-    df = df.sort_values([*by, "step"]).copy()
-    for column in columns:
-        df[column] = df.groupby(list(by))[column].transform(
-            lambda s: s.rolling(SMOOTH, center=True, min_periods=1).mean()
-        )
-    return df
-
-
 def length_curves_figure(curves: pd.DataFrame) -> plt.Figure:
     """Mean response length of correct and incorrect responses over training, one panel per dial;
     the band is the spread over seeds."""
     theme()
     data = curves[curves["band"] == "all"]
-    data = _smooth(data, ["mean_len_correct", "mean_len_incorrect"])
+    data = smooth_runs(data, ["mean_len_correct", "mean_len_incorrect"], SMOOTH)
     long = data.melt(
         id_vars=["dial", "seed", "step"],
         value_vars=["mean_len_correct", "mean_len_incorrect"],
@@ -109,7 +101,7 @@ def decomposition_figure(terms: pd.DataFrame) -> plt.Figure:
 def accuracy_length_figure(steps: pd.DataFrame) -> plt.Figure:
     """Training accuracy against mean response length, a trajectory per run (smoothed)."""
     theme()
-    data = _smooth(steps, ["accuracy", "mean_len"])
+    data = smooth_runs(steps, ["accuracy", "mean_len"], SMOOTH)
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     sns.lineplot(data=data, x="mean_len", y="accuracy", hue="dial", units="seed",
                  estimator=None, sort=False, ax=ax, lw=1.4)  # fmt: skip
@@ -128,7 +120,9 @@ def silent_figure(steps: pd.DataFrame) -> plt.Figure:
     """Silent fraction over training, split into all-correct and all-wrong groups, against the
     closed form E[p^G + (1-p)^G] from the base policy's pass rates of the same step's prompts."""
     theme()
-    data = _smooth(steps, ["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"])
+    data = smooth_runs(
+        steps, ["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"], SMOOTH
+    )
     long = data.melt(
         id_vars=["dial", "seed", "step"],
         value_vars=["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"],

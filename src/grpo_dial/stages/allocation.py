@@ -39,8 +39,11 @@ def allocation_comparison(input: Mapping, output: Mapping, params: Mapping) -> N
 
 
 def allocation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """The figure, from the seed intervals of the curves and the bands in pass-rate order."""
+    from grpo_dial.analysis import allocation_compare as ac
     from grpo_dial.figures import save
     from grpo_dial.figures.allocation import allocation_figure as draw
 
-    fig = draw(read_table(input["curves"]), read_table(input["by_band"]), params["pairs"])
+    intervals = ac.curve_intervals(read_table(input["curves"]))
+    fig = draw(intervals, ac.ordered_bands(read_table(input["by_band"])), params["pairs"])
     save(fig, output["figure_png"], output["figure_pdf"])

@@ -103,32 +103,16 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
     write_passrates(table, output["table"])
 
 
-ALLOCATION_FIELDS = {  # config key (train.allocation, a dial's allocation) -> TrainConfig field
-    "signal": "allocation_signal",
-    "g_min": "g_min",
-    "g_max": "g_max",
-    "unanimous": "unanimous",
-    "prior_strength": "tracker_prior_strength",
-    "decay": "tracker_decay",
-}
+def _arm(params: Mapping, lr_scale: float = 1.0):
+    """(Dial, TrainConfig) of the rule's arm: its `dials` entry (grpo_dial.train.arms), the
+    train section, and the pool the pass rates were estimated on."""
+    from dataclasses import replace
 
+    from grpo_dial.train.arms import read_arm
+    from grpo_dial.train.config import TrainConfig
 
-def _allocation(params: Mapping) -> dict:
-    """TrainConfig allocation fields: the dial's group_size, train.allocation overridden by the
-    dial's own allocation settings."""
-    dial = params.get("dial") or {}
-    settings = {**(params.get("allocation") or {}), **(dial.get("allocation") or {})}
-    fields = {ALLOCATION_FIELDS[k]: v for k, v in settings.items()}
-    return {"group_allocation": dial.get("group_size", "uniform"), **fields}
-
-
-def _train_config(params: Mapping, lr_scale: float = 1.0):
-    """TrainConfig from the train section; the pool is the one the pass rates were estimated on."""
-    from grpo_dial.train.loop import TrainConfig
-
-    return TrainConfig(
+    config = TrainConfig(
         **params["train"],
-        **_allocation(params),
         train_pool=params["pass_rates"]["pool"],
         pool_seed=params["pass_rates"]["seed"],
         seed=int(params.get("seed", 0)),
@@ -136,25 +120,16 @@ def _train_config(params: Mapping, lr_scale: float = 1.0):
         device=params["device"],
         lr_scale=lr_scale,
     )
-
-
-def _dial(params: Mapping):
-    """The arm's dial; Dr. GRPO's constant normalizer divides by max_new_tokens unless set."""
-    from dataclasses import replace
-
-    from grpo_dial.core.advantage import dial_from_config
-
-    spec = {k: v for k, v in params["dial"].items() if k not in ("group_size", "allocation")}
-    dial = dial_from_config(spec)
-    if dial.length_norm == "constant" and dial.max_length is None:
-        dial = replace(dial, max_length=int(params["train"]["max_new_tokens"]))
-    return dial
+    dial, allocation = read_arm(
+        params["dial"], params.get("allocation"), max_new_tokens=config.max_new_tokens
+    )
+    return dial, replace(config, allocation=allocation)
 
 
 def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The norm of one optimizer step of this dial on a fixed calibration batch."""
     from grpo_dial.policy.model import load_policy
-    from grpo_dial.train.loop import calibration_update_norm
+    from grpo_dial.train.step import calibration_update_norm
 
     params = _prepare_job(params)
     task = _task(params)
@@ -165,8 +140,8 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
         dtype="float32",
         attn_implementation=params.get("attn_implementation", "sdpa"),
     )
-    dial = _dial(params)
-    norm = calibration_update_norm(model, tokenizer, task, dial, _train_config(params))
+    dial, config = _arm(params)
+    norm = calibration_update_norm(model, tokenizer, task, dial, config)
     log.info("update norm of one step on the calibration batch: %.4g", norm)
     write_table(pd.DataFrame({"update_norm": [norm]}), output["calibration"])
 
@@ -174,7 +149,8 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
 def train(input: Mapping, output: Mapping, params: Mapping) -> None:
     """One RL run of one dial and seed; resumes from its checkpoint when one exists."""
     from grpo_dial.passrates.tables import read_passrates
-    from grpo_dial.train.loop import lr_match_factor, train_run
+    from grpo_dial.train.loop import train_run
+    from grpo_dial.train.step import lr_match_factor
 
     params = _prepare_job(params)
     scale = 1.0
@@ -191,13 +167,13 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
         log.info(
             "learning-rate matching: factor %.4g (reference %.4g, arm %.4g)", scale, reference, arm
         )
-    dial = _dial(params)
+    dial, config = _arm(params, lr_scale=scale)
     pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
     train_run(
         _base_model(input, params),
         _task(params),
         dial,
-        _train_config(params, lr_scale=scale),
+        config,
         outputs=dict(output),
         checkpoint_dir=Path(params["checkpoint_dir"]),
         pass_rates=pass_rates,

@@ -36,8 +36,8 @@ def decompose_length(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The three-term split of one run's length change, with prompt-bootstrap intervals, and its
     per-step curves by correctness and by the base pass-rate band."""
     from grpo_dial.analysis import decompose as d
+    from grpo_dial.core.bands import pass_rate_band
     from grpo_dial.passrates.tables import read_passrates
-    from grpo_dial.train.records import pass_rate_band
 
     responses = read_table(input["responses"])
     before, after = d.windows(responses["step"].unique(), fraction=params["window_fraction"])

@@ -1,2 +1,3 @@
-"""RL training: the config, one step (generate -> score -> advantages -> loss -> update), the
-per-step records, the loop with checkpoints, the identity probe and adaptive group sizes."""
+"""RL training: the config and the arm read from a `dials` entry, one step (generate -> score ->
+advantages -> loss -> update) and the batch it hands on, the per-step records, the loop with
+checkpoints, the identity probe and adaptive group sizes."""

@@ -1,7 +1,8 @@
 """Settings of one RL run (grpo_dial.train.loop), a frozen dataclass with help text per field.
 
 The dial (advantage.Dial) is separate: it says what to do with the group std; this says how
-much to sample and how to step. Defaults are the embedded CPU default (tiny Llama, arithmetic).
+much to sample and how to step, with the spread of each batch's samples over its prompts as one
+`Allocation`. Defaults are the embedded CPU default (tiny Llama, arithmetic).
 """
 
 from __future__ import annotations
@@ -21,6 +22,85 @@ def _opt(default: object, text: str) -> object:
     return field(default=default, metadata={"help": text})
 
 
+def _is_real(v: object) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+def _int(name: str, v: object, lo: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+
+def _real(name: str, v: object, lo: float, strict: bool = False) -> None:
+    if not _is_real(v) or (v <= lo if strict else v < lo):
+        raise ValueError(
+            f"{name} must be a finite number {'>' if strict else '>='} {lo}, got {v!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """How many responses each prompt of a batch gets (grpo_dial.train.allocation)."""
+
+    scheme: Literal["uniform", "adaptive"] = _opt(
+        "uniform",
+        "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
+        "the closed forms on running pass-rate estimates (a dial's `group_size: adaptive`).",
+    )
+    signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
+        "grpo",
+        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
+        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
+    )
+    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
+    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
+    unanimous: Literal["skip", "minimum"] = _opt(
+        "minimum",
+        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
+        "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
+    )
+    prior_strength: float = _opt(
+        8.0,
+        "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
+        "(at most the table's n).",
+    )
+    decay: float = _opt(
+        0.8,
+        "Running estimate: old counts are multiplied by this at each visit of the prompt "
+        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
+    )
+
+    def __post_init__(self) -> None:
+        choices = {
+            "scheme": ("uniform", "adaptive"),
+            "signal": ("grpo", "dr_grpo", "nonsilent"),
+            "unanimous": ("skip", "minimum"),
+        }
+        for name, options in choices.items():
+            if getattr(self, name) not in options:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} is not valid; choose one of "
+                    f"{', '.join(options)}"
+                )
+        _int("g_min", self.g_min, 1)
+        _int("g_max", self.g_max, self.g_min)
+        _real("prior_strength", self.prior_strength, 0.0)
+        if not (_is_real(self.decay) and 0 < self.decay <= 1):
+            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
+
+
+# Allocation field -> its name in a checkpoint's resume key (the TrainConfig fields it was once).
+CHECKPOINT_NAMES = {
+    "scheme": "group_allocation",
+    "signal": "allocation_signal",
+    "g_min": "g_min",
+    "g_max": "g_max",
+    "unanimous": "unanimous",
+    "prior_strength": "tracker_prior_strength",
+    "decay": "tracker_decay",
+}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How one dial is trained: batch shape, optimizer, sampling, records, checkpoints."""
@@ -34,35 +114,13 @@ class TrainConfig:
     group_size: int = _opt(
         8,
         "G responses per prompt. Fidelity of the per-prompt signal is ~1 - 1/(8 G p(1-p)) "
-        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With group_allocation 'adaptive' the "
-        "batch's budget is prompts_per_step x group_size responses.",
+        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With allocation.scheme 'adaptive' "
+        "the batch's budget is prompts_per_step x group_size responses.",
     )
-    group_allocation: Literal["uniform", "adaptive"] = _opt(
-        "uniform",
-        "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
-        "the closed forms on running pass-rate estimates (grpo_dial.train.allocation).",
-    )
-    allocation_signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
-        "grpo",
-        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
-        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
-    )
-    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
-    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
-    unanimous: Literal["skip", "minimum"] = _opt(
-        "minimum",
-        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
-        "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
-    )
-    tracker_prior_strength: float = _opt(
-        8.0,
-        "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
-        "(at most the table's n).",
-    )
-    tracker_decay: float = _opt(
-        0.8,
-        "Running estimate: old counts are multiplied by this at each visit of the prompt "
-        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
+    allocation: Allocation = _opt(
+        Allocation(),
+        "How the batch's prompts_per_step x group_size responses are spread over its prompts "
+        "(Allocation: uniform, or adaptive on running pass-rate estimates).",
     )
     lr: float = _opt(
         1e-4,
@@ -194,22 +252,8 @@ class TrainConfig:
         _real("activation_reuse_mb", self.activation_reuse_mb, 0.0)
         for name in ("lr", "lr_scale"):
             _real(name, getattr(self, name), 0.0, strict=True)
-        _int("g_min", self.g_min, 1)
-        _int("g_max", self.g_max, self.g_min)
-        _real("tracker_prior_strength", self.tracker_prior_strength, 0.0)
-        if not (_is_real(self.tracker_decay) and 0 < self.tracker_decay <= 1):
-            raise ValueError(f"tracker_decay must be in (0, 1], got {self.tracker_decay!r}")
-        choices = {
-            "group_allocation": ("uniform", "adaptive"),
-            "allocation_signal": ("grpo", "dr_grpo", "nonsilent"),
-            "unanimous": ("skip", "minimum"),
-        }
-        for name, options in choices.items():
-            if getattr(self, name) not in options:
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} is not valid; choose one of "
-                    f"{', '.join(options)}"
-                )
+        if not isinstance(self.allocation, Allocation):
+            raise ValueError(f"allocation must be an Allocation, got {self.allocation!r}")
         for name in ("weight_decay", "temperature", "kl_coef"):
             _real(name, getattr(self, name), 0.0)
         if self.grad_clip is not None:
@@ -240,21 +284,10 @@ class TrainConfig:
             )
 
     def resume_key(self) -> dict[str, object]:
-        """The fields a checkpoint must match to be resumed (all but RESUME_FREE)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RESUME_FREE}
-
-
-def _is_real(v: object) -> bool:
-    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
-
-
-def _int(name: str, v: object, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
-
-def _real(name: str, v: object, lo: float, strict: bool = False) -> None:
-    if not _is_real(v) or (v <= lo if strict else v < lo):
-        raise ValueError(
-            f"{name} must be a finite number {'>' if strict else '>='} {lo}, got {v!r}"
-        )
+        """The fields a checkpoint must match to be resumed (all but RESUME_FREE), as plain
+        values; the allocation's under the flat names checkpoints have always stored."""
+        key = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RESUME_FREE}
+        allocation = key.pop("allocation")
+        for f in fields(allocation):
+            key[CHECKPOINT_NAMES[f.name]] = getattr(allocation, f.name)
+        return key

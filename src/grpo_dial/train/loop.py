@@ -4,7 +4,7 @@ Each step, in order (each a separate call): `sample_batch` (generate G responses
 prompts_per_step prompts and score them with the task's verifier, refilling dropped silent groups
 for DAPO), `advantage.advantages`, the identity probe (every identity_every steps, on-policy,
 before the update), `policy_update` (advantage.policy_loss, optional KL, clipping, optimizer
-step), then records, held-out evaluation and the checkpoint. With group_allocation 'adaptive' the
+step), then records, held-out evaluation and the checkpoint. With allocation.scheme 'adaptive' the
 responses per prompt come from grpo_dial.train.allocation on the running pass-rate estimates of
 grpo_dial.passrates.tracker (updated after sampling, every step, whatever the allocation). The
 parts and their departures from the textbook algorithm are in grpo_dial.train.step; records in
@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from grpo_dial.core import advantage
 from grpo_dial.core.advantage import Dial
+from grpo_dial.core.bands import UNRATED
 from grpo_dial.data.tasks.base import Problem, Task
 from grpo_dial.passrates.tracker import (
     tracker_estimate,
@@ -48,10 +49,10 @@ from grpo_dial.policy.rollout import response_logprobs
 from grpo_dial.train import checkpoint
 from grpo_dial.train import records as rec
 from grpo_dial.train.allocation import allocate_groups
+from grpo_dial.train.batch import UpdateResult
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.probe import IDENTITY_COLUMNS, identity_probe
 from grpo_dial.train.step import (
-    UpdateResult,
     calibration_update_norm,
     evaluate,
     lr_match_factor,
@@ -162,13 +163,15 @@ def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rat
     bands, vocab = rec.band_map(
         [p.prompt_id for p in pool], [p.difficulty for p in pool], pass_rates
     )
-    if rec.UNRATED in vocab:
-        n = sum(b == rec.UNRATED for b in bands.values())
-        log.warning("%d training prompts are not in the pass-rate table: band %r", n, rec.UNRATED)
+    if UNRATED in vocab:
+        n = sum(b == UNRATED for b in bands.values())
+        log.warning("%d training prompts are not in the pass-rate table: band %r", n, UNRATED)
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     rng, generator = sampling_rngs(config)
-    prior = tracker_prior([p.prompt_id for p in pool], pass_rates, config.tracker_prior_strength)
+    prior = tracker_prior(
+        [p.prompt_id for p in pool], pass_rates, config.allocation.prior_strength
+    )
     key = _resume_key(config, dial, pool, heldout, model, prior)
     optimizer = make_optimizer(model, config)
     return _Run(
@@ -228,19 +231,19 @@ def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> 
     """One step: generate + score (DAPO refill inside), advantages, probe, loss + update."""
     t0 = time.perf_counter()
     estimate, unanimous = tracker_estimate(*run.tracker), tracker_unanimous(*run.tracker)  # (J,)
-    allocate = None
-    if config.group_allocation != "uniform":
+    allocate, settings = None, config.allocation
+    if settings.scheme != "uniform":
 
         def allocate(index: np.ndarray) -> np.ndarray:
             return allocate_groups(
                 estimate[index],
                 unanimous[index],
                 config.group_size,
-                allocation=config.group_allocation,
-                signal=config.allocation_signal,
-                g_min=config.g_min,
-                g_max=config.g_max,
-                unanimous_policy=config.unanimous,
+                allocation=settings.scheme,
+                signal=settings.signal,
+                g_min=settings.g_min,
+                g_max=settings.g_max,
+                unanimous_policy=settings.unanimous,
             )
 
     with autocast(config.precision, config.device):
@@ -252,7 +255,7 @@ def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> 
         rec.allocation_chunk(step, batch, ids, run.bands, estimate, unanimous)
     )
     run.tracker = tracker_update(
-        *run.tracker, batch.pool_index, batch.rewards.numpy(), config.tracker_decay
+        *run.tracker, batch.pool_index, batch.rewards.numpy(), settings.decay
     )
     adv = advantage.advantages(batch.rewards, batch.group_ids, dial)  # (N,)
     train = batch.rollouts.select(batch.trained)

@@ -24,8 +24,8 @@ Tables (lengths in characters of the response text unless named `tokens`):
                when kl_coef = 0; samples counts every generated response incl. refills;
                wall_seconds excludes the identity probe.
     mass       one row per (step, band); band = pass-rate band of the prompt's base p_hat
-               (PASS_RATE_BANDS, UNRATED if the table lacks it) or, without a table, its
-               difficulty label; share NaN when the step's total mass is 0.
+               (grpo_dial.core.bands, UNRATED if the table lacks it) or, without a table,
+               its difficulty label; share NaN when the step's total mass is 0.
     responses  one row per generated response; group numbers restart every step; k and G of its
                group; work / redundant NaN where the task cannot split.
     evals      greedy held-out accuracy per difficulty label plus 'all', at step 0, every
@@ -46,9 +46,10 @@ import torch
 from torch import Tensor
 
 from grpo_dial.core.advantage import Dial, group_stats, group_update
+from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED, pass_rate_band
 
 if TYPE_CHECKING:
-    from grpo_dial.train.step import Batch, UpdateResult
+    from grpo_dial.train.batch import Batch, UpdateResult
 
 STEP_COLUMNS = (
     "step accuracy mean_len mean_len_correct mean_len_incorrect mean_work_correct "
@@ -67,8 +68,6 @@ EVAL_COLUMNS = (
 ALLOCATION_COLUMNS = (
     "step prompt_id band resample_round p_estimate unanimous G".split()
 )
-PASS_RATE_BANDS = ("never", "extreme", "medium", "other", "always")
-UNRATED = "unrated"  # a training prompt the pass-rate table does not list
 TABLES = ("steps", "mass", "responses", "evals", "identity", "allocation")
 
 Records = dict[str, list[dict[str, list]]]
@@ -91,16 +90,6 @@ def to_frames(records: Records, columns: dict[str, tuple[str, ...]]) -> dict[str
 
 
 # --------------------------------------------------------------------------- bands
-
-
-def pass_rate_band(p: np.ndarray) -> np.ndarray:
-    """(N,) band names: never p=0, always p=1, extreme (0,0.1)u(0.9,1), medium [0.4,0.6], other."""
-    p = np.asarray(p, dtype=float)
-    extreme = ((p > 0) & (p < 0.1)) | ((p > 0.9) & (p < 1))
-    medium = (p >= 0.4) & (p <= 0.6)
-    return np.select(
-        [p == 0, p == 1, extreme, medium], ["never", "always", "extreme", "medium"], "other"
-    )
 
 
 def band_map(

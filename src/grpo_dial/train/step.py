@@ -30,7 +30,7 @@ import copy
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -39,10 +39,11 @@ from torch import Tensor
 from grpo_dial.core import advantage
 from grpo_dial.core.advantage import Dial, group_stats, keep_mask, make_aggregator, silent_groups
 from grpo_dial.data.tasks.base import Problem, Task
-from grpo_dial.policy import lean_llama
+from grpo_dial.policy import activation_record
 from grpo_dial.policy.model import autocast
 from grpo_dial.policy.rollout import Rollouts, concat, generate_groups, response_logprobs
 from grpo_dial.train import records as rec
+from grpo_dial.train.batch import Batch, UpdateResult
 from grpo_dial.train.config import TrainConfig
 
 
@@ -55,25 +56,6 @@ def sampling_rngs(config: TrainConfig) -> tuple[np.random.Generator, torch.Gener
 
 
 # --------------------------------------------------------------------------- generate, score
-
-
-@dataclass
-class Batch:
-    """One step's samples: every response generated (all rounds) and what the loss sees."""
-
-    rollouts: Rollouts  # N responses, rounds concatenated, group ids 0..M-1
-    group_ids: Tensor  # (N,) rollouts.group_ids on the CPU, where all per-response records live
-    rewards: Tensor  # (N,) 1.0 correct, 0.0 wrong or truncated
-    truncated: Tensor  # (N,) bool
-    work: np.ndarray  # (N,) characters of necessary work, NaN where the task cannot tell
-    redundant: np.ndarray  # (N,) characters of redundant re-checking, NaN likewise
-    rounds: Tensor  # (N,) long: 0 = first sampling, r = r-th refill
-    trained: Tensor  # (N,) bool: keep_mask of the dial (drop removes silent groups)
-    resampled_prompts: int  # prompts drawn in refill rounds
-    pool_index: np.ndarray  # (N,) pool index of each response's prompt
-    drawn_index: np.ndarray  # (D,) pool index of every prompt drawn (all rounds, funded or not)
-    drawn_sizes: np.ndarray  # (D,) responses allocated to it (0: not sampled)
-    drawn_rounds: np.ndarray  # (D,) its round (0 = first sampling)
 
 
 def _prompt_order(pool_size: int, rng: np.random.Generator) -> Iterator[int]:
@@ -99,10 +81,10 @@ def score(task: Task, rollouts: Rollouts) -> tuple[Tensor, Tensor, np.ndarray, n
 
 def _records(model: torch.nn.Module, config: TrainConfig, rows: int) -> bool:
     """Whether sampling `rows` responses keeps the projection outputs for the update: fp32, a
-    policy `lean_llama.can_record`s, and their size within config.activation_reuse_mb."""
-    if config.precision != "fp32" or not lean_llama.can_record(model):
+    policy `activation_record.can_record`s, and their size within config.activation_reuse_mb."""
+    if config.precision != "fp32" or not activation_record.can_record(model):
         return False
-    size = lean_llama.recorded_bytes(model, rows, config.max_new_tokens - 1)
+    size = activation_record.recorded_bytes(model, rows, config.max_new_tokens - 1)
     return size <= config.activation_reuse_mb * 2**20
 
 
@@ -170,14 +152,6 @@ def sample_batch(
 
 
 # --------------------------------------------------------------------------- loss, update
-
-
-@dataclass
-class UpdateResult:
-    loss: float  # mean over the batch's updates; NaN when nothing was trained
-    grad_norm: float  # mean global norm before clipping
-    kl: float  # k3 KL to the base on the first update; NaN when kl_coef = 0
-    finite: bool
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
