@@ -1,6 +1,7 @@
 """grpo-dial: the group reward standard deviation as a dial, measured end to end.
 
-Run `snakemake` (the default profile sets the cores); see README.md for every rule and key.
+Run `snakemake` (the default profile sets the cores). README.md is the front door; docs/ has every
+rule and workflow/schemas/config.schema.yaml every key.
 """
 
 from snakemake.utils import min_version
