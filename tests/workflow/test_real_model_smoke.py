@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import SHARED_DATA
-from test_convert import converted_smollm, needs_smollm
+from smollm_fixtures import converted_smollm, needs_smollm
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
