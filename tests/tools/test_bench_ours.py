@@ -1,5 +1,6 @@
-"""Our side of the bench is the training loop's own step: the bench calls loop._step with the
-state train_run keeps, times its generation and scoring, and reads tokens off its records."""
+"""Our side of the bench is the training loop's own step: the bench calls loop.run_step with
+the state train_run keeps (built by loop.new_run), times its generation and scoring, and reads
+tokens off its records."""
 
 from __future__ import annotations
 
@@ -18,19 +19,19 @@ TINY = {"n_layers": 1, "hidden_size": 16, "prompts": 2, "group_size": 2, "max_ne
 
 def test_the_bench_step_is_the_trainers_step(monkeypatch) -> None:
     calls = []
-    trainer_step = loop._step
+    trainer_step = loop.run_step
 
     def spy(run, task, dial, config, step):
         calls.append((run, task, dial, config, step))
         return trainer_step(run, task, dial, config, step)
 
-    monkeypatch.setattr(loop, "_step", spy)
+    monkeypatch.setattr(loop, "run_step", spy)
     setup = build_setup(StepSettings(**TINY))
     run = ours.make_our_step(setup, StepSettings(**TINY))
     first, second = run(), run()
     assert [c[-1] for c in calls] == [1, 2]
     state, task, dial, config, _ = calls[0]
-    assert isinstance(state, loop._Run) and state.model is setup.model and task is setup.task
+    assert isinstance(state, loop.RunState) and state.model is setup.model and task is setup.task
     trl_default = replace(advantage.preset("grpo"), std_ddof=1, eps=1e-4)  # scale_rewards="group"
     assert dial == trl_default
     assert config.prompts_per_step == 2 and config.group_size == 2
@@ -41,12 +42,12 @@ def test_the_bench_step_is_the_trainers_step(monkeypatch) -> None:
 
 
 def test_a_stand_in_step_is_what_the_bench_measures(monkeypatch) -> None:
-    """Whatever loop._step does is what the bench reports: it does not re-type the step."""
+    """Whatever loop.run_step does is what the bench reports: it does not re-type the step."""
 
     def stand_in(run, task, dial, config, step):
         run.records["responses"].append({"advantage": [0.0, 1.0, 0.0, 0.0], "tokens": [7] * 4})
 
-    monkeypatch.setattr(loop, "_step", stand_in)
+    monkeypatch.setattr(loop, "run_step", stand_in)
     setup = build_setup(StepSettings(**TINY))
     timing = ours.make_our_step(setup, StepSettings(**TINY))()
     assert timing["tokens"] == 28 and timing["informative"] == 0.25
@@ -65,11 +66,16 @@ def test_a_step_trains_and_times_its_phases() -> None:
         assert t["total"] > t["generation"] + t["scoring"]
 
 
-def test_trainer_state_is_built_by_the_trainers_helpers() -> None:
+def test_trainer_state_is_built_by_the_trainers_set_up(monkeypatch) -> None:
     settings = StepSettings(**TINY)
     setup = build_setup(settings)
     config = ours.train_config(settings)
-    state = ours.trainer_state(setup, config)
+    dial = advantage.preset("grpo")
+    built = []
+    new_run = loop.new_run
+    monkeypatch.setattr(loop, "new_run", lambda *a: built.append(a) or new_run(*a))
+    state = ours.trainer_state(setup, config, dial)
+    assert len(built) == 1 and built[0][0] is setup.model and built[0][3] is setup.pool
     assert config.identity_every == 0 and config.kl_coef == 0 and state.ref_model is None
     assert isinstance(state.optimizer, torch.optim.AdamW)
     assert state.optimizer.param_groups[0]["lr"] == settings.lr

@@ -121,7 +121,7 @@ def _write_outputs(
 
 
 @dataclass
-class _Run:
+class RunState:
     """What one run holds between steps; everything the checkpoint must restore is here."""
 
     model: torch.nn.Module
@@ -140,7 +140,7 @@ class _Run:
     nonfinite: int = 0  # steps skipped for a non-finite loss or gradient so far
 
 
-def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rates) -> _Run:
+def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rates) -> RunState:
     from grpo_dial.policy.model import load_policy
 
     # float32 weights on every device: bf16 would round away AdamW steps of size ~lr.
@@ -160,6 +160,21 @@ def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rat
         ref_model.requires_grad_(False)
     pool = task.problems("train", config.train_pool, config.pool_seed)
     heldout = task.problems("heldout", config.heldout_prompts, config.pool_seed)
+    return new_run(model, tokenizer, ref_model, pool, heldout, dial, config, pass_rates)
+
+
+def new_run(
+    model: torch.nn.Module,
+    tokenizer: object,
+    ref_model: torch.nn.Module | None,
+    pool: list[Problem],
+    heldout: list[Problem],
+    dial: Dial,
+    config: TrainConfig,
+    pass_rates: pd.DataFrame | None,
+) -> RunState:
+    """A fresh run's state around a loaded policy: bands, seeds, samplers, the tracker's prior,
+    the resume key and the optimizer (what train_run builds before its first step)."""
     bands, vocab = rec.band_map(
         [p.prompt_id for p in pool], [p.difficulty for p in pool], pass_rates
     )
@@ -174,7 +189,7 @@ def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rat
     )
     key = _resume_key(config, dial, pool, heldout, model, prior)
     optimizer = make_optimizer(model, config)
-    return _Run(
+    return RunState(
         model,
         tokenizer,
         ref_model,
@@ -190,7 +205,7 @@ def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rat
     )
 
 
-def _resume(run: _Run, path: Path, config: TrainConfig) -> int | None:
+def _resume(run: RunState, path: Path, config: TrainConfig) -> int | None:
     """Load `path` into `run` when it belongs to this run; the step it ended, else None."""
     state = checkpoint.load_checkpoint(path)
     if state is None:
@@ -211,7 +226,7 @@ def _resume(run: _Run, path: Path, config: TrainConfig) -> int | None:
     return state["step"]
 
 
-def _save(run: _Run, path: Path, step: int) -> None:
+def _save(run: RunState, path: Path, step: int) -> None:
     checkpoint.save_checkpoint(
         path,
         {
@@ -227,7 +242,7 @@ def _save(run: _Run, path: Path, step: int) -> None:
     )
 
 
-def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> UpdateResult:
+def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: int) -> UpdateResult:
     """One step: generate + score (DAPO refill inside), advantages, probe, loss + update."""
     t0 = time.perf_counter()
     estimate, unanimous = tracker_estimate(*run.tracker), tracker_unanimous(*run.tracker)  # (J,)
@@ -289,7 +304,7 @@ def _step(run: _Run, task: Task, dial: Dial, config: TrainConfig, step: int) -> 
     return result
 
 
-def _count_nonfinite(run: _Run, result: UpdateResult, config: TrainConfig, step: int) -> None:
+def _count_nonfinite(run: RunState, result: UpdateResult, config: TrainConfig, step: int) -> None:
     if result.finite:
         return
     run.nonfinite += 1
@@ -348,7 +363,7 @@ def train_run(
         desc="train",
     )
     for step in bar:
-        result = _step(run, task, dial, config, step)
+        result = run_step(run, task, dial, config, step)
         _count_nonfinite(run, result, config, step)
         last = run.records["steps"][-1]
         bar.set_postfix(
