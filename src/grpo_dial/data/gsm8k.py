@@ -24,9 +24,8 @@ from grpo_dial.data.ids import PREFIX, problem_ids
 from grpo_dial.data.prompt_table import empty_adapted, require_columns, stripped
 from grpo_dial.data.reading import (
     LOGGED_COLUMNS,
-    MALFORMED,
     LoadReport,
-    read_jsonl,
+    read_valid_jsonl,
     require_file,
     row_error,
 )
@@ -87,14 +86,7 @@ def read_gsm8k_solutions(path: str | Path) -> tuple[pd.DataFrame, LoadReport]:
     ("gsm8k-...", the same id as the problem's in GSM8K test)."""
     path = require_file(path)
     report = LoadReport(name=f"gsm8k_solutions:{path}")
-    good: list[tuple[int, dict]] = []
-    for line, row in read_jsonl(path, report):
-        try:
-            check_solutions_row(row, path, line)
-        except ValueError as err:
-            report.skip(MALFORMED, str(err))
-            continue
-        good.append((line, row))
+    good = read_valid_jsonl(path, report, check_solutions_row)
     ids = problem_ids((row["question"] for _, row in good), PREFIX["gsm8k"])
     m = len(GSM8K_MODELS)
     responses = pd.DataFrame(

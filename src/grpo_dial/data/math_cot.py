@@ -20,9 +20,8 @@ import pandas as pd
 from grpo_dial.data.ids import PREFIX, problem_ids
 from grpo_dial.data.reading import (
     LOGGED_COLUMNS,
-    MALFORMED,
     LoadReport,
-    read_jsonl,
+    read_valid_jsonl,
     require_file,
     row_error,
 )
@@ -61,14 +60,7 @@ def read_math_cot(path: str | Path) -> tuple[pd.DataFrame, LoadReport]:
     "level N", model MATH_COT_MODEL, prompt_id "math-..." (data/ids.py)."""
     path = require_file(path)
     report = LoadReport(name=f"math_cot:{path}")
-    good: list[tuple[int, dict]] = []
-    for line, row in read_jsonl(path, report):
-        try:
-            check_math_cot_row(row, path, line)
-        except ValueError as err:
-            report.skip(MALFORMED, str(err))
-            continue
-        good.append((line, row))
+    good = read_valid_jsonl(path, report, check_math_cot_row)
     ids = problem_ids((row["question"] for _, row in good), PREFIX["math_cot"])
     sizes = [len(row["score"]) for _, row in good]
     responses = pd.DataFrame(

@@ -12,6 +12,7 @@ lines, so a message points at the line an editor shows.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +94,22 @@ def read_jsonl(path: Path, report: LoadReport) -> list[tuple[int, dict]]:
         rows.append((number, obj))
     report.n_read = n_read
     return rows
+
+
+def read_valid_jsonl(
+    path: Path, report: LoadReport, check: Callable[[dict, Path, int], None]
+) -> list[tuple[int, dict]]:
+    """(line number, object) of the JSON-object lines that pass `check(row, path, line)`; a row it
+    rejects is counted as MALFORMED with its one-line message."""
+    good = []
+    for line, row in read_jsonl(path, report):
+        try:
+            check(row, path, line)
+        except ValueError as err:
+            report.skip(MALFORMED, str(err))
+            continue
+        good.append((line, row))
+    return good
 
 
 def read_rows(path: Path, report: LoadReport) -> pd.DataFrame:
