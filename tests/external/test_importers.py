@@ -60,7 +60,7 @@ STEP2 = [
 ]
 
 
-def write_trl(root: Path, layout: str = "flat") -> Path:
+def write_trl(root: Path) -> Path:
     """A TRL output_dir: completions_00001 (string prompts), completions_00002 (conversational),
     reward columns accuracy_reward and format_reward, an extra text column and `advantage`."""
     comp = root / "completions"
@@ -76,27 +76,8 @@ def write_trl(root: Path, layout: str = "flat") -> Path:
                 "advantage": [r[4] for r in rows],
             }
         )
-        where = comp
-        if layout == "modes":
-            df.insert(0, "mode", "train")
-            where = comp / "train"
-        where.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(where / f"completions_{step:05d}.parquet")
-    if layout == "modes":
-        (comp / "eval").mkdir()
-        ev = pd.DataFrame(
-            {
-                "mode": ["eval"] * 2,
-                "step": [2, 2],
-                "prompt": ["E", "E"],
-                "completion": ["e", "ee"],
-                "accuracy_reward": [1.0, 0.0],
-                "format_reward": [1.0, 1.0],
-                "solution": ["1", "1"],
-                "advantage": [np.nan, np.nan],
-            }
-        )
-        ev.to_parquet(comp / "eval" / "completions_00002.parquet")
+        comp.mkdir(parents=True, exist_ok=True)
+        df.to_parquet(comp / f"completions_{step:05d}.parquet")
     return root
 
 
@@ -178,12 +159,6 @@ def test_trl_sum_of_reward_columns_and_threshold(tmp_path):
     # threshold 0.5 on the sum: a format bonus alone (1.0) counts as correct
     df, _ = import_trl(tmp_path, ["accuracy_reward", "format_reward"], 0.5)
     assert list(df["correct"]) == [t > 0.5 for t in total]
-
-
-def test_trl_mode_layout_keeps_train_rows(tmp_path):
-    df, report = import_trl(write_trl(tmp_path, "modes"), reward_column="accuracy_reward")
-    assert len(df) == 10 and "E" not in set(df["prompt"])
-    assert report.skipped == {"not_train": 2} and report.files_read == 3
 
 
 def test_trl_token_lengths(tmp_path):

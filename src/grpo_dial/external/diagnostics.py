@@ -14,6 +14,13 @@ with p = the prompt's pass rate observed over the whole run (k/n of all its resp
 its group's size, averaged over the step's groups. Using the run-wide p is what an observer of
 the log can do; a prompt whose pass rate moves during training makes the measured and the
 expected curves part, which is the point of the plot.
+
+Checks (group_checks): G = the most common group size; a group of another size is unequal (a
+prompt repeated within a step that the log's order could not split, or a batch cut by an
+evaluation); a run whose every group of two or more responses is informative (0 < k < G) was
+most likely filtered before it was logged (verl's DAPO recipe dumps only the groups that passed
+filter_groups), so its silent fractions say nothing about the silent rate: the summary gives
+them as NaN and `warnings` says why.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ SILENT_COLUMNS = (
 )  # fmt: skip
 SUMMARY_COLUMNS = ("metric", "value")
 SUMMARY_METRICS = (
-    "steps", "prompts", "responses", "accuracy_first", "accuracy_last", "mean_length_first",
+    "steps", "groups", "group_size", "unequal_groups", "all_groups_informative",
+    "prompts", "responses", "accuracy_first", "accuracy_last", "mean_length_first",
     "mean_length_last", "silent_fraction_first", "silent_fraction_last", "expected_silent_first",
     "expected_silent_last", "length_change", "within_incorrect_share",
     "within_incorrect_share_lo", "within_incorrect_share_hi",
@@ -109,6 +117,42 @@ def silent_by_step(responses: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()[list(SILENT_COLUMNS)]
 
 
+def group_checks(responses: pd.DataFrame) -> dict[str, float]:
+    """groups, group_size (the most common G), unequal_groups (size != that G) and
+    all_groups_informative (1.0 when every group of G >= 2 has 0 < k < G, else 0.0)."""
+    df = _first_round(responses, ("step", "group", "prompt_id", "reward"))
+    g = _groups(df)
+    counts = g["G"].value_counts()
+    size = int(counts[counts == counts.max()].index.min())
+    multi = g[g["G"] >= 2]
+    informative = (multi["k"] > 0) & (multi["k"] < multi["G"])
+    return {
+        "groups": float(len(g)),
+        "group_size": float(size),
+        "unequal_groups": float((g["G"] != size).sum()),
+        "all_groups_informative": float(len(multi) > 0 and bool(informative.all())),
+    }
+
+
+def run_warnings(summary: pd.DataFrame) -> list[str]:
+    """One line per check a run_summary fails, saying what it means for the diagnosis."""
+    v = dict(zip(summary["metric"], summary["value"], strict=True))
+    out = []
+    if v.get("all_groups_informative") == 1.0:
+        out.append(
+            "every group is informative (0 < k < G): the log was most likely filtered before it "
+            "was written (verl's DAPO recipe dumps only groups that passed filter_groups), so "
+            "silent rates cannot be estimated from it"
+        )
+    if v.get("unequal_groups", 0) > 0:
+        out.append(
+            f"{v['unequal_groups']:.0f} of {v['groups']:.0f} groups differ from G = "
+            f"{v['group_size']:.0f} (a prompt repeated within a step that the log's order could "
+            "not split, or a batch cut by an evaluation); give group_size to check against it"
+        )
+    return out
+
+
 def run_passrates(responses: pd.DataFrame, name: str) -> pd.DataFrame:
     """A pass-rate table (passrates schema, validated) of a run: one row per prompt, n = its
     responses over the run, k = the correct ones, p_hat = k/n, mean `length` of its correct and
@@ -175,7 +219,9 @@ def run_summary(
     if any(len(r) != 1 for r in rows.values()):
         raise ValueError("terms table needs exactly one 'total' and one 'within_incorrect' row")
     first, last = windows(df["step"], fraction)
+    checks = group_checks(df)
     values: dict[str, float] = {
+        **checks,
         "steps": float(df["step"].nunique()),
         "prompts": float(df["prompt_id"].nunique()),
         "responses": float(len(df)),
@@ -184,7 +230,9 @@ def run_summary(
         win = df[df["step"].isin(steps)]
         values[f"accuracy_{name}"] = float(win["reward"].mean())
         values[f"mean_length_{name}"] = float(win["length"].mean())
-        values[f"silent_fraction_{name}"] = _pooled(silent, steps, "silent_fraction")
+        filtered = checks["all_groups_informative"] == 1.0  # silent groups were never logged
+        silent_here = math.nan if filtered else _pooled(silent, steps, "silent_fraction")
+        values[f"silent_fraction_{name}"] = silent_here
         values[f"expected_silent_{name}"] = _pooled(silent, steps, "expected_silent")
     within = rows["within_incorrect"].iloc[0]
     values["length_change"] = float(rows["total"]["value"].iloc[0])

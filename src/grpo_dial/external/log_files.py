@@ -20,7 +20,8 @@ TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".json")
 
 @dataclass
 class ImportReport:
-    """What an importer read and kept; skipped = reason -> rows, first_skipped = reason -> where."""
+    """What an importer read and kept; skipped = reason -> rows, first_skipped = reason -> where,
+    notes = how it read them (the correctness rule, the group size, what the length counts)."""
 
     files_read: int = 0
     rows_read: int = 0
@@ -28,6 +29,7 @@ class ImportReport:
     skipped: dict[str, int] = field(default_factory=dict)
     source: str = ""
     first_skipped: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what was read how (rule, eval steps, ...)
 
     def skip(self, reason: str, count: int, where: str) -> None:
         if count:
@@ -41,7 +43,9 @@ class ImportReport:
         n = sum(self.skipped.values())
         return (
             f"{self.source or 'import'}: {self.files_read} file(s), read {self.rows_read} rows, "
-            f"kept {self.rows_kept}, skipped {n}" + (f" ({why})" if why else "")
+            f"kept {self.rows_kept}, skipped {n}"
+            + (f" ({why})" if why else "")
+            + "".join(f"; {note}" for note in self.notes)
         )
 
 
@@ -109,23 +113,81 @@ def step_order(path: Path) -> tuple[int, str]:
 # --------------------------------------------------------------------------- cleaning
 
 
+REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")  # where chat parsers put it
+
+
+def _content(content: object) -> str | None:
+    """A message's content as text: a string, a list of parts (their "text"), None -> ""."""
+    if content is None:  # TRL >= 1.15: an assistant turn that only calls a tool
+        return ""
+    if isinstance(content, list | tuple | np.ndarray):
+        return "".join((p.get("text") or "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else None
+
+
+def _tool_calls(calls: object) -> str:
+    """Tool calls as the JSON the model wrote ({"name", "arguments"}; null arguments dropped)."""
+    if not isinstance(calls, list | tuple | np.ndarray):
+        return ""
+    parts = []
+    for call in calls:
+        fn = call.get("function", call) if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            continue
+        args = fn.get("arguments")
+        if isinstance(args, dict):  # parquet fills other tools' argument names with None
+            args = {k: v for k, v in args.items() if v is not None}
+        parts.append(json.dumps({"name": fn.get("name"), "arguments": args}, default=str))
+    return "\n".join(parts)
+
+
+def _messages(value: object) -> list | None:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list | tuple | np.ndarray):
+        return list(value)
+    return None
+
+
 def as_text(value: object) -> str | None:
-    """A string as is; a message list -> contents joined by newlines; anything else None."""
+    """A string as is; a message list -> contents joined by newlines (null content = "");
+    anything else None. For prompts, whose text only names the prompt."""
     if isinstance(value, str):
         return value
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list | tuple | np.ndarray):
+    messages = _messages(value)
+    if messages is None or not all(isinstance(m, dict) for m in messages):
+        return None
+    parts = [_content(m.get("content")) for m in messages]
+    return None if any(p is None for p in parts) else "\n".join(parts)
+
+
+def generated_text(value: object) -> str | None:
+    """What the policy generated: a string as is; a message list -> per message other than
+    role "tool" its reasoning text, content and tool calls, joined by newlines. Tool outputs
+    (role "tool") are left out: the tool wrote them, and TRL masks them out of the loss."""
+    if isinstance(value, str):
+        return value
+    messages = _messages(value)
+    if messages is None or not all(isinstance(m, dict) for m in messages):
         return None
     parts = []
-    for message in value:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list | tuple | np.ndarray):
-            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
-        if not isinstance(content, str):
+    for m in messages:
+        if m.get("role") == "tool":
+            continue
+        content = _content(m.get("content"))
+        if content is None:
             return None
-        parts.append(content)
-    return "\n".join(parts)
+        reasoning = [m[k] for k in REASONING_KEYS if isinstance(m.get(k), str) and m[k]]
+        parts += [*reasoning, content] + (
+            [calls] if (calls := _tool_calls(m.get("tool_calls"))) else []
+        )
+    return "\n".join(p for p in parts if p)
+
+
+def tool_outputs(value: object) -> int:
+    """Messages of role "tool" in a conversational value (0 for text)."""
+    messages = _messages(value) if not isinstance(value, str) else None
+    return sum(isinstance(m, dict) and m.get("role") == "tool" for m in messages or ())
 
 
 def as_bool(value: object) -> bool | None:

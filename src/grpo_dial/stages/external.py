@@ -53,8 +53,12 @@ def diagnose(responses: pd.DataFrame, name: str, params: Mapping) -> dict[str, p
 
 def diagnose_run(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Silent fraction against the closed form, pass rates and recommended G, decomposition."""
+    from grpo_dial.external.diagnostics import run_warnings
+
     tables = diagnose(read_table(input["responses"]), params["name"], params)
     log.info("%s:\n%s", params["name"], tables["summary"].to_string(index=False))
+    for line in run_warnings(tables["summary"]):
+        log.warning("%s: %s", params["name"], line)
     for name, frame in tables.items():
         write_table(frame, output[name])
 
@@ -68,13 +72,19 @@ def external_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     save(fig, output["figure_png"], output["figure_pdf"])
 
 
-def diagnose_directory(spec: Mapping, out_dir: str | Path, params: Mapping) -> pd.DataFrame:
-    """Import, diagnose and draw one run into out_dir; returns the key numbers."""
+def diagnose_directory(
+    spec: Mapping, out_dir: str | Path, params: Mapping
+) -> tuple[pd.DataFrame, str, list[str]]:
+    """Import, diagnose and draw one run into out_dir (never the run's own folder); returns the
+    key numbers, the import report in one line and the warnings."""
+    from grpo_dial.external.diagnostics import run_warnings
     from grpo_dial.external.importers import import_run as load
     from grpo_dial.figures import save
     from grpo_dial.figures.external import external_figure as draw
 
-    out = Path(out_dir)
+    out, run = Path(out_dir).resolve(), Path(spec["path"]).resolve()
+    if out == run or run in out.parents:
+        raise ValueError(f"--out {out_dir} is inside the run folder {spec['path']}; choose another")
     responses, report = load(spec)
     log.info("imported %s", report)
     write_table(responses, out / "responses.parquet")
@@ -85,4 +95,4 @@ def diagnose_directory(spec: Mapping, out_dir: str | Path, params: Mapping) -> p
         write_table(frame, out / f"{key}{suffix.get(key, '.csv')}")
     save(draw(name, tables["curves"], tables["silent"], tables["terms"]),
          out / "diagnosis.png", out / "diagnosis.pdf")  # fmt: skip
-    return tables["summary"]
+    return tables["summary"], str(report), run_warnings(tables["summary"])

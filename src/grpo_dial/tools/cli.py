@@ -80,22 +80,41 @@ def stage(args: argparse.Namespace) -> None:
     stage_function(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
 
 
+def _fresh_out(directory: str) -> Path:
+    """./grpo-dial-<run name>, or with -2, -3, ... when that exists: never the run's folder."""
+    base = Path.cwd() / f"grpo-dial-{Path(directory).resolve().name or 'run'}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
 def diagnose(args: argparse.Namespace) -> None:
     """Import a logged run, print its key numbers, write tables and a figure to --out."""
     from grpo_dial.stages.external import diagnose_directory
 
     spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
-    for key in ("reward_column", "correct_column", "tokenizer"):
+    for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
+    if args.reward_column and len(args.reward_column) == 1:
+        spec["reward_column"] = args.reward_column[0]
+    if args.reward_weights is not None:
+        spec["reward_weights"] = args.reward_weights
+    if args.eval_steps is not None:
+        spec["eval_steps"] = args.eval_steps[0] if len(args.eval_steps) == 1 else args.eval_steps
     if args.columns:
         spec["columns"] = _pairs(args.columns, "columns")
-    out = Path(args.out or Path(args.directory) / "grpo-dial")
+    out = Path(args.out) if args.out else _fresh_out(args.directory)
     params = {"window_fraction": args.window, "n_boot": args.n_boot, "seed": 0, "fidelity": 0.9}
-    summary = diagnose_directory(spec, out, params)
+    summary, report, warnings = diagnose_directory(spec, out, params)
+    print(report)
     width = max(len(m) for m in summary["metric"])
     for metric, value in zip(summary["metric"], summary["value"], strict=True):
         print(f"{metric:<{width}}  {value:.4g}")
+    for line in warnings:
+        print(f"warning: {line}")
     print(f"tables and diagnosis.png written to {out}")
 
 
@@ -134,11 +153,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_diag.add_argument("--format", choices=("trl", "verl", "generic"), required=True)
     p_diag.add_argument(
-        "--out", help="where tables and the figure go (default DIRECTORY/grpo-dial)"
+        "--out", help="where tables and the figure go (default ./grpo-dial-<run name>, fresh)"
     )
-    p_diag.add_argument("--reward-column", help="the logged reward column (default: auto / score)")
+    p_diag.add_argument(
+        "--reward-column", nargs="+", help="the logged reward column(s); several are summed"
+    )
+    p_diag.add_argument(
+        "--reward-weights", type=float, nargs="+", help="one weight per --reward-column (TRL)"
+    )
     p_diag.add_argument("--threshold", type=float, default=0.0, help="correct iff reward > this")
     p_diag.add_argument("--correct-column", help="a column stating correctness directly")
+    p_diag.add_argument(
+        "--correct-from", help="'reward' (reward > threshold) or a 0/1 column such as verl's acc"
+    )
+    p_diag.add_argument("--group-size", type=int, help="G (num_generations / rollout.n)")
+    p_diag.add_argument(
+        "--eval-steps", type=int, nargs="+", help="TRL: GRPOConfig.eval_steps, or the steps"
+    )
     p_diag.add_argument(
         "--columns",
         nargs="*",

@@ -1,0 +1,122 @@
+"""The per-response table of an imported run: clean the raw fields, skip and count bad rows,
+read correctness, count lengths, form groups (the schema is in importers' docstring).
+
+Checks, in order, a row counted under its first failing reason: missing_value, bad_step,
+bad_text, bad_reward, bad_correct. Text: log_files.as_text names the prompt, generated_text is
+the response (what the length counts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from grpo_dial.external.correctness import CorrectRule
+from grpo_dial.external.groups import assign_groups
+from grpo_dial.external.log_files import (
+    ImportReport,
+    as_bool,
+    as_text,
+    generated_text,
+    token_counter,
+    tool_outputs,
+)
+
+RESPONSE_COLUMNS = (
+    "step", "prompt_id", "prompt", "response", "group", "k", "G", "raw_reward", "reward",
+    "correct", "length", "advantage", "difficulty", "work", "redundant", "resample_round",
+)  # fmt: skip
+# checked in this order; a row is counted under its first failing reason
+REASONS = ("missing_value", "bad_step", "bad_text", "bad_reward", "bad_correct")
+_FIELDS = ("step", "prompt", "response", "advantage", "difficulty")
+_OPTIONAL = {"advantage": "advantage", "difficulty": "difficulty"}
+_NO_ACC = (
+    "correct_from; verl drops reward extra-info keys whose length differs from the batch, as the "
+    "DAPO recipe's filtered batch does: use correct_from reward (threshold -1 for math_dapo's "
+    "+-1 score)"
+)
+
+
+def _prompt_ids(prompts: pd.Series) -> np.ndarray:
+    codes, uniques = pd.factorize(prompts)
+    hashed = np.array(
+        ["p-" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:12] for t in uniques], dtype=object
+    )
+    return hashed[codes]  # (N,)
+
+
+def no_rows(report: ImportReport) -> ValueError:
+    first = ", ".join(f"{r} at {w}" for r, w in report.first_skipped.items()) or "no rows"
+    return ValueError(f"{report.source}: no usable rows ({first})")
+
+
+def assemble(
+    fields: Mapping[str, pd.Series | None],
+    loc: pd.Series,
+    rule: CorrectRule,
+    tokenizer: object | None,
+    report: ImportReport,
+    grouping: tuple[int | None, bool],
+) -> tuple[pd.DataFrame, ImportReport]:
+    """Clean the raw fields (step, prompt, response, raw_reward, correct, advantage, difficulty;
+    None = not logged), skip and count bad rows, and build the RESPONSE_COLUMNS table.
+    grouping = (declared G or None, whether the log keeps each group's rows together)."""
+    n, loc = len(loc), loc.to_numpy()
+    raw = {k: None if v is None else v.reset_index(drop=True) for k, v in fields.items()}
+    by_flag = rule.correct_column is not None
+
+    def numeric(name: str) -> np.ndarray:
+        if raw[name] is None:
+            return np.full(n, np.nan)
+        return pd.to_numeric(raw[name], errors="coerce").to_numpy(dtype=float)  # (N,)
+
+    df = pd.DataFrame({"step": numeric("step"), "raw_reward": numeric("raw_reward")})
+    df["prompt"] = raw["prompt"].map(as_text).astype(object)
+    df["response"] = raw["response"].map(generated_text).astype(object)
+    df["correct"] = raw["correct"].map(as_bool).astype(object) if by_flag else None
+    df["advantage"] = numeric("advantage")
+    df["difficulty"] = pd.NA if raw["difficulty"] is None else raw["difficulty"]
+    needed = ["step", "prompt", "response", "correct" if by_flag else "raw_reward"]
+    checks = {  # (N,) each; True = the row fails
+        "missing_value": np.any([raw[c].isna().to_numpy() for c in needed], axis=0),
+        "bad_step": ~np.isfinite(df["step"]) | (df["step"] % 1 != 0),
+        "bad_text": df["prompt"].isna() | df["response"].isna(),
+        "bad_reward": ~by_flag & ~np.isfinite(df["raw_reward"]),
+        "bad_correct": by_flag & df["correct"].isna(),
+    }
+    keep = np.ones(n, bool)
+    for reason in REASONS:
+        hit = keep & np.asarray(checks[reason], bool)
+        if hit.any():
+            report.skip(reason, hit.sum(), str(loc[np.flatnonzero(hit)[0]]))
+        keep &= ~hit
+    if not keep.any():
+        raise no_rows(report)
+    tools = int(raw["response"][keep].map(tool_outputs).sum())
+    df = df[keep].sort_values("step", kind="stable").reset_index(drop=True)
+    df["step"] = df["step"].astype(np.int64)
+    ok = df["correct"].astype(bool) if by_flag else df["raw_reward"] > rule.threshold
+    df["correct"], df["reward"] = ok.to_numpy(), ok.to_numpy(dtype=float)
+    count = len if tokenizer is None else token_counter(tokenizer)
+    df["length"] = np.fromiter(map(count, df["response"]), np.int64, len(df))
+    df["difficulty"] = df["difficulty"].astype("string")
+    df["prompt_id"] = _prompt_ids(df["prompt"])
+    group, size, n_split = assign_groups(df["step"], df["prompt_id"], *grouping)
+    df["group"] = group
+    by_group = df.groupby(["step", "group"], sort=False)
+    df["k"] = by_group["correct"].transform("sum").astype(np.int64)
+    df["G"] = by_group["correct"].transform("size").astype(np.int64)
+    df["work"] = df["redundant"] = np.nan
+    df["resample_round"] = np.int64(0)
+    report.rows_kept = len(df)
+    unit = "characters" if tokenizer is None else "tokens"
+    report.notes += [
+        f"G {size} ({'declared' if grouping[0] else 'most common'}); "
+        f"{n_split} run(s) of a repeated prompt split into groups of G",
+        f"length = {unit} of the generated text"
+        + (f" (tool outputs left out: {tools} message(s))" if tools else ""),
+    ]
+    return df[list(RESPONSE_COLUMNS)], report
