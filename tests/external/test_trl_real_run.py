@@ -1,23 +1,26 @@
-"""The TRL importer on the files a real GRPOTrainer(log_completions=True) run writes (trl from the
-test extra; skipped without it), not only on fixtures in TRL's format."""
+"""The TRL importer and `grpo-dial diagnose` on the files a real GRPOTrainer(log_completions=True)
+run writes (trl from the test extra; skipped without it): num_iterations=2 and logging_steps=1
+(every file after a generation step repeats it), evaluation every 2 steps (its rows overwrite
+that step's file), a dataset that holds one problem twice (two groups of one prompt per step),
+two weighted reward functions. Checked against what the trainer itself generated, recorded by
+the reward functions, and against its own logged mean reward."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
-from grpo_dial.external.diagnostics import silent_by_step
+from grpo_dial.external.diagnostics import group_checks
 from grpo_dial.external.importers import import_run
 from grpo_dial.policy.model import PolicySpec, build_char_tokenizer, build_tiny_llama
+from grpo_dial.tools.cli import main
 
-PROMPTS = [f"{a}+{b}=" for a, b in zip(range(3, 19), range(40, 24, -1), strict=True)]  # 16
-PER_STEP = 4  # prompts per step; TRL's sampler draws distinct prompts within an epoch
 G = 4
-STEPS = 2
-
-
-def _parity(completions, **_):
-    """1 when the completion has an odd number of characters: a mix of right and wrong."""
-    return [float(len(c) % 2) for c in completions]
+TRAIN = ["1+2=", "1+2=", "3+4=", "5+6="]  # one problem twice; every step sees the whole set
+EVAL = ["7+8=", "9+1="]
+STEPS = 6
+WEIGHTS = [1.0, 0.5]
 
 
 @pytest.fixture(scope="module")
@@ -30,40 +33,110 @@ def trl_run(tmp_path_factory):
     model = build_tiny_llama(
         PolicySpec(n_layers=1, hidden_size=16, n_heads=2, intermediate_size=32), tokenizer, seed=0
     )
+    calls = []  # what the trainer generated: (training?, global step, prompts, completions)
+
+    def parity(prompts, completions, **_):
+        """1 when the completion has an odd number of characters: a mix of right and wrong."""
+        calls.append((trainer.model.training, trainer.state.global_step, prompts, completions))
+        return [float(len(c) % 2) for c in completions]
+
+    def short(completions, **_):
+        return [float(len(c) <= 3) for c in completions]
+
     args = trl.GRPOConfig(
-        output_dir=str(out), per_device_train_batch_size=PER_STEP * G, num_generations=G,
+        output_dir=str(out), per_device_train_batch_size=len(TRAIN) * G, num_generations=G,
         max_completion_length=6, beta=0.0, bf16=False, fp16=False, gradient_checkpointing=False,
         max_steps=STEPS, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True,
-        log_completions=True, disable_tqdm=True, seed=0,
+        log_completions=True, disable_tqdm=True, seed=0, num_iterations=2,
+        eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=len(EVAL) * G,
+        reward_weights=WEIGHTS,
     )  # fmt: skip
     trainer = trl.GRPOTrainer(
-        model=model, reward_funcs=_parity, args=args, processing_class=tokenizer,
-        train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+        model=model, reward_funcs=[parity, short], args=args, processing_class=tokenizer,
+        train_dataset=Dataset.from_dict({"prompt": TRAIN}),
+        eval_dataset=Dataset.from_dict({"prompt": EVAL}),
     )  # fmt: skip
     trainer.train()
-    return out
+    trainer.save_state()  # trainer_state.json, as HF scripts do (and every checkpoint holds)
+    train = [c for c in calls if c[0]]
+    return {
+        "dir": out,
+        "train": train,
+        "eval_rows": sum(len(c[2]) for c in calls if not c[0]),
+        "history": trainer.state.log_history,
+        "global_step": trainer.state.global_step,
+    }
 
 
-def test_import_of_a_real_trl_run(trl_run):
-    files = sorted((trl_run / "completions").glob("completions_*.parquet"))
-    assert [f.name for f in files] == [f"completions_{s:05d}.parquet" for s in (1, 2)]
-    rows, report = import_run({"format": "trl", "path": str(trl_run)})
-    assert sorted(rows["step"].unique()) == [1, 2]
-    per_step = rows.groupby("step").size()
-    assert per_step.eq(PER_STEP * G).all(), per_step
-    # groups are the G completions of one prompt within a step
-    sizes = rows.groupby(["step", "prompt_id"]).size()
-    assert sizes.eq(G).all() and len(sizes) == STEPS * PER_STEP
-    # correctness comes from the only reward column, named after the reward function
-    expected = rows["response"].str.len() % 2 == 1
-    assert (rows["correct"].astype(bool) == expected).all()
-    assert report.skipped == {} and report.rows_kept == STEPS * PER_STEP * G
+SPEC = {"format": "trl", "reward_column": ["parity", "short"], "reward_weights": WEIGHTS,
+        "threshold": 0.5}  # fmt: skip
 
 
-def test_silent_groups_of_a_real_trl_run(trl_run):
-    rows, _ = import_run({"format": "trl", "path": str(trl_run)})
-    silent = silent_by_step(rows)
-    assert silent["step"].tolist() == [1, 2] and silent["n_groups"].eq(PER_STEP).all()
-    k = rows.groupby(["step", "prompt_id"])["correct"].sum()
-    measured = ((k == 0) | (k == G)).groupby("step").mean()
-    assert silent.set_index("step")["silent_fraction"].tolist() == pytest.approx(measured.tolist())
+def _import(path, **extra):
+    return import_run({**SPEC, "path": str(path), **extra})
+
+
+def test_import_keeps_exactly_the_training_generations(trl_run):
+    files = sorted((trl_run["dir"] / "completions").glob("completions_*.parquet"))
+    assert len(files) == STEPS == trl_run["global_step"]  # one file per log() step
+    rows, report = _import(trl_run["dir"])
+    # the trainer generated at global steps 0, 2, 4, logged after steps 1, 3, 5
+    gen_steps = [step + 1 for _, step, _, _ in trl_run["train"]]
+    assert gen_steps == [1, 3, 5] and sorted(rows["step"].unique()) == gen_steps
+    got = sorted(zip(rows["step"], rows["prompt"], rows["response"], strict=True))
+    want = sorted(
+        (s + 1, p, c) for _, s, ps, cs in trl_run["train"] for p, c in zip(ps, cs, strict=True)
+    )
+    assert got == want
+    n_train = len(want)
+    assert report.skipped["eval"] == trl_run["eval_rows"] == 3 * len(EVAL) * G
+    assert report.skipped["repeated"] == report.rows_read - n_train - trl_run["eval_rows"] > 0
+    assert "from trainer_state.json" in str(report)
+
+
+def test_eval_rows_are_found_without_trainer_state_too(trl_run, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(trl_run["dir"] / "completions", bare / "completions")
+    with_state, _ = _import(trl_run["dir"])
+    for extra in ({}, {"eval_steps": 2}):  # inferred from the files, or GRPOConfig.eval_steps
+        rows, report = _import(bare, **extra)
+        assert report.skipped["eval"] == trl_run["eval_rows"]
+        cols = ["step", "prompt", "response"]
+        assert rows[cols].equals(with_state[cols])
+
+
+def test_a_problem_twice_in_a_step_makes_two_groups_of_G(trl_run):
+    rows, _ = _import(trl_run["dir"])
+    sizes = rows.groupby(["step", "group"]).size()
+    assert sizes.eq(G).all() and len(sizes) == sum(len(c[2]) for c in trl_run["train"]) // G
+    twice = rows[rows["prompt"] == TRAIN[0]].groupby("step")["group"].nunique()
+    assert twice.eq(2).all()
+    assert group_checks(rows) == {"groups": 12.0, "group_size": 4.0, "unequal_groups": 0.0,
+                                  "all_groups_informative": 0.0}  # fmt: skip
+
+
+def test_weighted_reward_matches_the_trainers_logged_reward(trl_run):
+    rows, _ = _import(trl_run["dir"])
+    logged = {h["step"]: h["reward"] for h in trl_run["history"] if "reward" in h}
+    mean = rows.groupby("step")["raw_reward"].mean()
+    assert mean.to_dict() == pytest.approx({s: logged[s] for s in mean.index})
+    assert (rows["correct"] == (rows["response"].str.len() % 2 == 1)).all()  # 0.5 * short < 0.5
+
+
+def test_diagnose_reports_the_trainers_steps_and_groups_and_flags_eval_and_repeats(
+    trl_run, tmp_path, capsys
+):
+    out = tmp_path / "diag"
+    argv = ["diagnose", str(trl_run["dir"]), "--format", "trl", "--reward-column", "parity",
+            "short", "--reward-weights", "1", "0.5", "--threshold", "0.5", "--n-boot", "20",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    values = dict(line.split()[:2] for line in printed.splitlines() if len(line.split()) == 2)
+    n_groups = sum(len(c[2]) for c in trl_run["train"]) // G
+    assert float(values["steps"]) == len(trl_run["train"]) == 3
+    assert float(values["groups"]) == n_groups == 12
+    assert float(values["unequal_groups"]) == 0
+    assert f"eval: {trl_run['eval_rows']}" in printed and "repeated: " in printed
+    assert (out / "diagnosis.png").exists()
+    assert not (trl_run["dir"] / "grpo-dial").exists()

@@ -46,13 +46,30 @@ def test_trl_and_verl_runs_go_through_the_pipeline_to_the_report(tmp_path):
     assert "external_trl_run.png" in (tmp_path / "report.html").read_text(errors="replace")
 
 
-def test_diagnose_command_prints_the_key_numbers(tmp_path, capsys):
+def test_diagnose_command_prints_the_key_numbers(tmp_path, capsys, monkeypatch):
     run = write_trl_run(tmp_path / "trl_out")
+    monkeypatch.chdir(tmp_path)
     assert main(["diagnose", str(run), "--format", "trl", "--n-boot", "50"]) == 0
     out = capsys.readouterr().out
-    assert "within" in out and "diagnosis.png" in out
-    assert (run / "grpo-dial" / "diagnosis.png").exists()
-    assert (run / "grpo-dial" / "terms.csv").exists()
+    assert "within" in out and "diagnosis.png" in out and "kept 288" in out
+    assert (tmp_path / "grpo-dial-trl_out" / "diagnosis.png").exists()
+    assert (tmp_path / "grpo-dial-trl_out" / "terms.csv").exists()
+
+
+def test_diagnose_never_writes_into_the_run_folder(tmp_path, capsys, monkeypatch):
+    run = write_trl_run(tmp_path / "trl_out")
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):  # the default is a fresh folder each time, under the current directory
+        assert main(["diagnose", str(run), "--format", "trl", "--n-boot", "20"]) == 0
+    assert (tmp_path / "grpo-dial-trl_out").is_dir() and (tmp_path / "grpo-dial-trl_out-2").is_dir()
+    for inside in (run, run / "completions" / "diag"):
+        capsys.readouterr()
+        argv = ["diagnose", str(run), "--format", "trl", "--out", str(inside)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "inside the run folder" in err and len(err.splitlines()) == 1
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
 
 
 def test_diagnose_on_a_missing_directory_fails_in_one_line(tmp_path, capsys):

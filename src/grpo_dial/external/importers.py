@@ -199,8 +199,15 @@ def import_verl(
         needs[rule.correct_column] = _NO_ACC
     frames = _read(files, report, {k: v for k, v in needs.items() if k != "score"}, True)
     train = [(p, f) for p, f in frames if not _is_validation(f)]
-    for _, f in (x for x in frames if _is_validation(x[1])):
+    val_steps = []
+    for path, f in (x for x in frames if _is_validation(x[1])):
         report.skip("validation", len(f), str(f["_loc"].iloc[0]))
+        val_steps.append(step_order(path)[0])
+    if val_steps:
+        report.notes.append(
+            f"validation dumps at steps {val_steps} (training dumps of those steps, if written to "
+            "the same folder, were overwritten)"
+        )
     if frames and not train:
         raise ValueError(
             f"{root} holds only verl validation dumps (a 'reward' key equal to 'score', "

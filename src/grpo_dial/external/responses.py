@@ -113,10 +113,11 @@ def assemble(
     df["resample_round"] = np.int64(0)
     report.rows_kept = len(df)
     unit = "characters" if tokenizer is None else "tokens"
-    report.notes += [
-        f"G {size} ({'declared' if grouping[0] else 'most common'}); "
-        f"{n_split} run(s) of a repeated prompt split into groups of G",
+    declared = "declared" if grouping[0] else "most common"
+    split = f", {n_split} repeated prompt(s) split into groups of G" if grouping[1] else ""
+    report.notes.append(f"G {size} ({declared}){split}")
+    report.notes.append(
         f"length = {unit} of the generated text"
-        + (f" (tool outputs left out: {tools} message(s))" if tools else ""),
-    ]
+        + (f" (tool outputs left out: {tools} message(s))" if tools else "")
+    )
     return df[list(RESPONSE_COLUMNS)], report
