@@ -68,8 +68,8 @@ def trl_run(tmp_path_factory):
     }
 
 
-SPEC = {"format": "trl", "reward_column": ["parity", "short"], "reward_weights": WEIGHTS,
-        "threshold": 0.5}  # fmt: skip
+SPEC = {"format": "trl", "reward_column": "parity"}
+WEIGHTED = {"reward_column": ["parity", "short"], "reward_weights": WEIGHTS, "threshold": 0.5}
 
 
 def _import(path, **extra):
@@ -116,7 +116,7 @@ def test_a_problem_twice_in_a_step_makes_two_groups_of_G(trl_run):
 
 
 def test_weighted_reward_matches_the_trainers_logged_reward(trl_run):
-    rows, _ = _import(trl_run["dir"])
+    rows, _ = _import(trl_run["dir"], **WEIGHTED)
     logged = {h["step"]: h["reward"] for h in trl_run["history"] if "reward" in h}
     mean = rows.groupby("step")["raw_reward"].mean()
     assert mean.to_dict() == pytest.approx({s: logged[s] for s in mean.index})
@@ -128,8 +128,7 @@ def test_diagnose_reports_the_trainers_steps_and_groups_and_flags_eval_and_repea
 ):
     out = tmp_path / "diag"
     argv = ["diagnose", str(trl_run["dir"]), "--format", "trl", "--reward-column", "parity",
-            "short", "--reward-weights", "1", "0.5", "--threshold", "0.5", "--n-boot", "20",
-            "--out", str(out)]  # fmt: skip
+            "--n-boot", "20", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
     values = dict(line.split()[:2] for line in printed.splitlines() if len(line.split()) == 2)
