@@ -396,3 +396,18 @@ def test_import_run_loads_a_local_tokenizer(tmp_path):
     assert list(df["length"]) == [len(r) for r in df["response"]]
     df2, _ = import_run({**spec, "tokenizer": WordTokenizer()})  # an object passes through
     assert (df2["length"] == 1).all()
+
+
+def test_every_runs_key_the_schema_allows_reaches_an_importer():
+    import inspect
+
+    import yaml
+
+    from grpo_dial.external.importers import IMPORTERS
+
+    schema = Path(__file__).parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+    runs = yaml.safe_load(schema.read_text())["properties"]["runs"]["additionalProperties"]
+    keys = set(runs["properties"]) - {"format", "path", "optional"}  # optional: workflow only
+    accepted = {k for f in IMPORTERS.values() for k in inspect.signature(f).parameters}
+    assert keys <= accepted, keys - accepted
+    assert "eval_steps" in inspect.signature(IMPORTERS["trl"]).parameters
