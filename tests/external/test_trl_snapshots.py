@@ -118,7 +118,7 @@ def test_tool_call_turns_are_read_and_tool_outputs_left_out_of_the_length(tmp_pa
     assert "think" in generated and "multiply" in generated and "It is 12." in generated
     assert "tool output" not in generated
     assert rows["length"].tolist() == [len(generated), len("It is 13.")]
-    assert "tool outputs left out: 1 message(s)" in str(report)
+    assert "tool calls of the assistant turns; 1 tool output message(s) left out" in str(report)
 
 
 def test_reward_weights_weigh_the_reward_columns_as_trl_does(tmp_path):

@@ -95,6 +95,7 @@ def assemble(
         keep &= ~hit
     if not keep.any():
         raise no_rows(report)
+    chats = raw["response"][keep].map(lambda v: not isinstance(v, str))
     tools = int(raw["response"][keep].map(tool_outputs).sum())
     df = df[keep].sort_values("step", kind="stable").reset_index(drop=True)
     df["step"] = df["step"].astype(np.int64)
@@ -116,8 +117,10 @@ def assemble(
     declared = "declared" if grouping[0] else "most common"
     split = f", {n_split} repeated prompt(s) split into groups of G" if grouping[1] else ""
     report.notes.append(f"G {size} ({declared}){split}")
+    counted = "reasoning, content and tool calls of the assistant turns" if chats.any() else ""
+    left_out = f"{tools} tool output message(s) left out" if tools else ""
+    detail = "; ".join(x for x in (counted, left_out) if x)
     report.notes.append(
-        f"length = {unit} of the generated text"
-        + (f" (tool outputs left out: {tools} message(s))" if tools else "")
+        f"length = {unit} of the generated text" + (f" ({detail})" if detail else "")
     )
     return df[list(RESPONSE_COLUMNS)], report

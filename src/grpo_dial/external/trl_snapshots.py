@@ -57,12 +57,15 @@ def _canonical(value: object) -> str:
     )
 
 
+def _structured(column: pd.Series) -> bool:
+    """An object column holding anything but strings (messages, lists): hashed via JSON."""
+    return column.dtype == object and not column.map(lambda v: isinstance(v, str)).all()
+
+
 def row_keys(df: pd.DataFrame) -> np.ndarray:
     """(N,) uint64 hash of each row over every column but step and _loc, in sorted order."""
     cols = sorted(c for c in df.columns if c not in ("step", "_loc"))
-    frame = pd.DataFrame(
-        {c: df[c].map(_canonical) if df[c].dtype == object else df[c] for c in cols}
-    )
+    frame = pd.DataFrame({c: df[c].map(_canonical) if _structured(df[c]) else df[c] for c in cols})
     if not cols:
         return np.zeros(len(df), np.uint64)
     return pd.util.hash_pandas_object(frame, index=False).to_numpy()
