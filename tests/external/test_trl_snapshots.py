@@ -134,3 +134,13 @@ def test_reward_weights_weigh_the_reward_columns_as_trl_does(tmp_path):
     assert report.skipped == {"missing_value": 1} and "1*acc + 0.2*fmt" in str(report)
     with pytest.raises(ValueError, match="reward_weights needs reward_column as a list"):
         import_run({**spec, "reward_column": "acc", "reward_weights": [1.0]})
+
+
+def test_a_trainer_state_with_a_bad_step_fails_in_one_line(tmp_path):
+    state = {"global_step": 2, "log_history": [{"eval_loss": 0.1, "step": "two"}]}
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="not an integer"):
+        logged_eval_steps(tmp_path)
+    (tmp_path / "trainer_state.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(ValueError, match="not a trainer state"):
+        logged_eval_steps(tmp_path)

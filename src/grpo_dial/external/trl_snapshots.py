@@ -96,16 +96,20 @@ def logged_eval_steps(root: Path) -> set[int] | None:
             raise unreadable(path, err) from None
         if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
             raise ValueError(f"{path} is not a trainer state (no log_history list)")
-        step = state.get("global_step") or 0
+        step = state.get("global_step")
+        step = step if isinstance(step, int) else 0
         if best is None or step > best[0]:
-            best = (int(step), state["log_history"])
+            best = (step, state["log_history"])
     if best is None:
         return None
-    return {
-        int(entry["step"])
+    steps = [
+        entry["step"]
         for entry in best[1]
         if isinstance(entry, dict) and "step" in entry and any(k.startswith("eval_") for k in entry)
-    }
+    ]
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
+        raise ValueError(f"{root}: a trainer_state.json log_history step is not an integer")
+    return set(steps)
 
 
 def every_eval_steps(eval_steps: int | Iterable[int], steps: Iterable[int]) -> set[int]:
