@@ -17,8 +17,10 @@ from grpo_dial.analysis import decompose as d
 from grpo_dial.external.diagnostics import (
     SILENT_COLUMNS,
     SUMMARY_METRICS,
+    group_checks,
     run_passrates,
     run_summary,
+    run_warnings,
     silent_by_step,
 )
 from grpo_dial.external.importers import import_trl
@@ -214,3 +216,30 @@ def test_unbiased_expected_silent_equals_a_comb_loop():
             )
             expected.append(math.comb(c, len(grp)) / math.comb(n, len(grp)))
         assert s.loc[step, "unbiased_all_correct"] == pytest.approx(np.mean(expected))
+
+
+def test_group_checks_count_unequal_groups_and_spot_filtered_runs():
+    mixed = responses([(1, "a", [1, 0, 1, 0]), (1, "b", [1, 1, 1, 1]), (2, "a", [0]),
+                       (2, "c", [1, 0, 0, 0, 1, 0, 0, 1])])  # fmt: skip
+    assert group_checks(mixed) == {"groups": 4.0, "group_size": 4.0, "unequal_groups": 2.0,
+                                   "all_groups_informative": 0.0}  # fmt: skip
+    # every group of two or more informative; a singleton (k = G = 1) says nothing either way
+    filtered = responses([(1, "a", [1, 0]), (1, "b", [0, 1]), (2, "a", [1, 0]), (2, "c", [1])])
+    checks = group_checks(filtered)
+    assert checks["all_groups_informative"] == 1.0 and checks["group_size"] == 2.0
+    assert checks["unequal_groups"] == 1.0
+    silent_only = responses([(1, "a", [0, 0]), (2, "a", [1, 1])])
+    assert group_checks(silent_only)["all_groups_informative"] == 0.0
+
+
+def test_run_warnings_name_the_failed_checks():
+    def summary(**values):
+        base = dict.fromkeys(SUMMARY_METRICS, 0.0) | {"groups": 10.0, "group_size": 4.0}
+        merged = base | values
+        return pd.DataFrame({"metric": list(merged), "value": list(merged.values())})
+
+    assert run_warnings(summary()) == []
+    (line,) = run_warnings(summary(all_groups_informative=1.0))
+    assert "silent rates cannot be estimated" in line
+    (line,) = run_warnings(summary(unequal_groups=2.0))
+    assert line.startswith("2 of 10 groups differ from G = 4")
