@@ -23,12 +23,10 @@ STEPS = 6
 WEIGHTS = [1.0, 0.5]
 
 
-@pytest.fixture(scope="module")
-def trl_run(tmp_path_factory):
+def _train(out, eval_steps: int) -> dict:
     trl = pytest.importorskip("trl")
     from datasets import Dataset
 
-    out = tmp_path_factory.mktemp("trl_run")
     tokenizer = build_char_tokenizer("0123456789+=#;")
     model = build_tiny_llama(
         PolicySpec(n_layers=1, hidden_size=16, n_heads=2, intermediate_size=32), tokenizer, seed=0
@@ -48,7 +46,7 @@ def trl_run(tmp_path_factory):
         max_completion_length=6, beta=0.0, bf16=False, fp16=False, gradient_checkpointing=False,
         max_steps=STEPS, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True,
         log_completions=True, disable_tqdm=True, seed=0, num_iterations=2,
-        eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=len(EVAL) * G,
+        eval_strategy="steps", eval_steps=eval_steps, per_device_eval_batch_size=len(EVAL) * G,
         reward_weights=WEIGHTS,
     )  # fmt: skip
     trainer = trl.GRPOTrainer(
@@ -66,6 +64,12 @@ def trl_run(tmp_path_factory):
         "history": trainer.state.log_history,
         "global_step": trainer.state.global_step,
     }
+
+
+@pytest.fixture(scope="module")
+def trl_run(tmp_path_factory):
+    """Evaluation every 2 steps: never on a generation step (1, 3, 5)."""
+    return _train(tmp_path_factory.mktemp("trl_run"), eval_steps=2)
 
 
 SPEC = {"format": "trl", "reward_column": "parity"}
@@ -139,3 +143,17 @@ def test_diagnose_reports_the_trainers_steps_and_groups_and_flags_eval_and_repea
     assert f"eval: {trl_run['eval_rows']}" in printed and "repeated: " in printed
     assert (out / "diagnosis.png").exists()
     assert not (trl_run["dir"] / "grpo-dial").exists()
+
+
+def test_an_evaluation_on_a_generation_step_keeps_the_tail_of_its_batch(tmp_path):
+    """eval_steps=3: the evaluation's log() at step 3 overwrites that step's file, which then
+    holds the last 8 rows of generation 2 and the 8 eval rows; the first 8 are lost."""
+    run = _train(tmp_path / "run", eval_steps=3)
+    rows, report = _import(run["dir"])
+    gens = {s + 1: list(zip(ps, cs, strict=True)) for _, s, ps, cs in run["train"]}
+    n_eval = len(EVAL) * G
+    assert sorted(gens) == [1, 3, 5] and run["eval_rows"] == 2 * n_eval
+    kept = {s: list(zip(g["prompt"], g["response"], strict=True)) for s, g in rows.groupby("step")}
+    assert kept == {1: gens[1], 3: gens[3][n_eval:], 5: gens[5]}
+    assert report.skipped["eval"] == run["eval_rows"]
+    assert f"{n_eval} training row(s) overwritten" in str(report)
