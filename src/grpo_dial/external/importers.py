@@ -52,7 +52,7 @@ from grpo_dial.external.log_files import (
     step_order,
     unreadable,
 )
-from grpo_dial.external.responses import RESPONSE_COLUMNS, assemble, no_rows  # noqa: F401
+from grpo_dial.external.responses import RESPONSE_COLUMNS, assemble, no_rows  # noqa: F401 (re-exported)
 from grpo_dial.external.trl_snapshots import every_eval_steps, logged_eval_steps, split_snapshots
 
 GENERIC_FIELDS = ("step", "prompt", "response", "reward", "correct", "advantage", "difficulty")
@@ -150,7 +150,8 @@ def import_trl(
     if eval_steps is not None:
         evaluated, source = every_eval_steps(eval_steps, steps), "eval_steps"
     else:
-        evaluated, source = logged_eval_steps(root.parent), "trainer_state.json"
+        state_dir = root.parent if root.name == "completions" else root
+        evaluated, source = logged_eval_steps(state_dir), "trainer_state.json"
     snap = split_snapshots(list(zip(steps, (f for _, f in frames), strict=True)), evaluated, source)
     report.skip("repeated", snap.repeated, snap.first_repeat)
     report.skip("eval", snap.eval_rows, snap.first_eval)
