@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_dial.stages.run import run_rule
+from grpo_dial.stages.run import ATTEMPT_MARKER, run_rule
 
 
 class Named(dict):
@@ -67,3 +67,18 @@ def test_a_bug_keeps_its_traceback(tmp_path):
         run_rule(stage, job(tmp_path))
     text = (tmp_path / "logs" / "rule.log").read_text()
     assert "stage failed:" in text and "Traceback" in text and "KeyError" in text
+
+
+def test_the_log_is_appended_across_attempts_with_a_marker(tmp_path):
+    """A killed attempt's log survives the rerun (which resumes); each attempt is marked."""
+
+    def stage(input, output, params):
+        logging.getLogger("grpo_dial").info("attempt with %s", params["alpha"])
+
+    run_rule(stage, job(tmp_path, alpha="first"))
+    run_rule(stage, job(tmp_path, alpha="second"))
+    lines = (tmp_path / "logs" / "rule.log").read_text().splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith(ATTEMPT_MARKER)]
+    assert len(marks) == 2 and marks[0] == 0
+    assert "attempt with first" in "".join(lines[: marks[1]])
+    assert "attempt with second" in "".join(lines[marks[1] :])

@@ -8,12 +8,16 @@ stage holds logic that a library module could hold.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 log = logging.getLogger("grpo_dial")
+
+ATTEMPT_MARKER = "===== attempt started"  # first line of each attempt in a job's log
 
 Stage = Callable[[Mapping[str, str], Mapping[str, str], Mapping], None]
 
@@ -22,13 +26,18 @@ def run_rule(stage: Stage, smk) -> None:
     """Run `stage` for a Snakemake job: progress and errors go to the rule's log file.
 
     A `ValueError` (bad config, path or data row) is logged as one line; anything else with its
-    traceback. Either way the job fails and Snakemake removes its partial outputs.
+    traceback. Either way the job fails and Snakemake removes its partial outputs. The log is
+    appended to, each attempt starting with an ATTEMPT_MARKER line, so a killed attempt's log
+    is still there when the job is rerun (and resumes).
     """
     log_path = Path(smk.log[0]) if smk.log else None
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
+        with open(log_path, "a") as f:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+            f.write(f"{ATTEMPT_MARKER} {stamp} (pid {os.getpid()}) {'=' * 20}\n")
+        handlers.append(logging.FileHandler(log_path, mode="a"))
     logging.basicConfig(
         level=logging.INFO,
         handlers=handlers,
