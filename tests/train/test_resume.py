@@ -144,6 +144,30 @@ def test_fingerprint_is_a_hash_of_bytes_not_a_reduction(monkeypatch):
     assert checkpoint.model_fingerprint(tiny_policy(seed=1)[0]) != expected
 
 
+def test_a_retry_where_sums_come_out_differently_resumes(base_dir, tmp_path, monkeypatch, caplog):
+    """Another GPU type sums in another order; the run it interrupted still resumes."""
+    real_sum = torch.Tensor.sum
+
+    def other_order(self, *a, **k):  # floating sums a hair off, as another reduction order
+        total = real_sum(self, *a, **k)
+        return total + 1e-12 * total.abs().clamp_min(1) if total.is_floating_point() else total
+
+    monkeypatch.setattr(torch.Tensor, "sum", other_order)
+
+    def interrupt(step):
+        if step == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(base_dir, tmp_path, callback=interrupt)
+    monkeypatch.undo()
+    ran = []
+    with caplog.at_level(logging.INFO, logger="grpo_dial"):
+        _run(base_dir, tmp_path, callback=ran.append)
+    assert ran == [3, 4] and "after step 2 of 4" in caplog.text
+    assert not list((tmp_path / "ckpt").glob("superseded-*"))
+
+
 class FakeCuda:
     """torch.cuda with `n` visible devices, each with its own RNG state."""
 
