@@ -47,7 +47,7 @@ log = logging.getLogger("grpo_dial")
 MAX_ANSWER_CHARS = 1000
 DEFAULT_CHECKER = "grpo_dial.data.math_reward:math_verify_check"
 STARTUP_TIMEOUT = 300.0  # seconds for a worker to import math-verify (slow shared machines)
-DEFAULT_MEMORY_MB = 4096  # the worker's address-space limit (math-verify warm: ~0.5 GiB)
+DEFAULT_MEMORY_MB = 4096  # the worker's address-space limit (warm math-verify: ~65 MiB of it)
 STATUS_COUNT = {  # Check.status -> its tally
     "no_answer": "no_answer", "timeout": "timeouts", "error": "errors", "crash": "crashes",
     "bad_reference": "bad_references",
