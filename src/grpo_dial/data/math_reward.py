@@ -167,15 +167,13 @@ def _load_checker(spec: str) -> Callable[[str, str], bool]:
 
 
 def _limit_memory(memory_mb: float) -> None:
-    """Cap this process's address space at memory_mb MiB (0: no cap)."""
-    if memory_mb > 0:
-        import resource
+    """Cap this process's address space at memory_mb MiB (0: no cap; never above the hard cap)."""
+    import resource
 
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if memory_mb > 0:
         limit = int(memory_mb * 2**20)
-        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        resource.setrlimit(resource.RLIMIT_AS, (min(limit, hard) if hard >= 0 else limit, hard))
 
 
 def _serve(spec: str = DEFAULT_CHECKER, memory_mb: float = DEFAULT_MEMORY_MB) -> None:
