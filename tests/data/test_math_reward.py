@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -34,6 +35,13 @@ def printing_checker(answer: str, reference: str) -> bool:
 def dying_checker(answer: str, reference: str) -> bool:
     if answer == "die":
         os._exit(3)  # the worker process vanishes mid-check
+    return answer == reference
+
+
+def hungry_checker(answer: str, reference: str) -> bool:
+    """Asks for 2 GiB on "eat" (past the worker's memory limit in the test below)."""
+    if answer == "eat":
+        return len(bytearray(2 * 2**30)) > 0
     return answer == reference
 
 
@@ -179,14 +187,42 @@ def test_checker_errors_and_crashes_are_counted_as_wrong():
         assert (check.correct, check.status) == (False, "error")
         assert v.counts["errors"] == 1
         assert d.check_answer("a", "a").correct
-        assert d.check_answer("die", "die").status == "error"
+        assert d.check_answer("die", "die").status == "crash"
         assert d.check_answer("a", "a").correct  # restarted
         assert d.counts == {
-            "checks": 3, "correct": 2, "no_answer": 0, "timeouts": 0, "errors": 1, "restarts": 1,
+            "checks": 3, "correct": 2, "no_answer": 0, "timeouts": 0, "errors": 0, "crashes": 1,
+            "bad_references": 0, "restarts": 1,
         }  # fmt: skip
     finally:
         v.close()
         d.close()
+
+
+def test_the_worker_has_a_memory_limit():
+    v = MathVerifier(timeout=60.0, checker=CHECKERS + "hungry_checker", memory_mb=1024)
+    try:
+        assert v.check_answer("a", "a").correct
+        check = v.check_answer("eat", "a")  # fails alone, as a MemoryError in the worker
+        assert (check.correct, check.status) == (False, "error")
+        assert v.check_answer("a", "a").correct and v.counts["errors"] == 1
+    finally:
+        v.close()
+    with pytest.raises(ValueError, match="memory_mb must be a number >= 0"):
+        MathVerifier(memory_mb=-1)
+
+
+def test_a_bad_reference_is_reported_not_scored_silently(verifier, caplog):
+    before = verifier.counts
+    with caplog.at_level(logging.WARNING, logger="grpo_dial"):
+        checks = [verifier.verify("\\boxed{5}", ref) for ref in ("\\boxed{}", "\\boxed{}", "")]
+    assert [c.status for c in checks] == ["bad_reference"] * 3
+    assert not any(c.correct for c in checks)
+    after = verifier.counts
+    assert after["bad_references"] - before["bad_references"] == 3
+    assert after["errors"] == before["errors"] and after["restarts"] == before["restarts"]
+    warned = [r.message for r in caplog.records if "cannot be checked against" in r.message]
+    assert len(warned) == 2  # once per reference
+    assert verifier.verify("\\boxed{5}", "5").status == "ok"  # the worker is fine
 
 
 def test_checker_prints_do_not_corrupt_replies():

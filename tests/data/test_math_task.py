@@ -105,6 +105,9 @@ def test_verify_contract(task):
     assert after["checks"] - before["checks"] == 2 and after["no_answer"] - before["no_answer"] == 1
     with pytest.raises(ValueError, match="response must be a str"):
         task.verify(p, None, True)
+    broken = Problem("y", "What is it?", "\\frac{", "level1")  # a reference that does not parse
+    assert not task.verify(broken, "It is \\boxed{1}", True).correct
+    assert task.verify_counts()["bad_references"] - after["bad_references"] == 1
 
 
 def test_overlap_removed_from_train(tmp_path, caplog):

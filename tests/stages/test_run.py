@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_dial.stages.run import run_rule
+from grpo_dial.stages.run import ATTEMPT_MARKER, ATTEMPTS_LOG, run_rule
 
 
 class Named(dict):
@@ -67,3 +67,24 @@ def test_a_bug_keeps_its_traceback(tmp_path):
         run_rule(stage, job(tmp_path))
     text = (tmp_path / "logs" / "rule.log").read_text()
     assert "stage failed:" in text and "Traceback" in text and "KeyError" in text
+
+
+def test_the_log_is_appended_across_attempts_with_a_marker(tmp_path):
+    """A killed attempt's log survives the rerun (which resumes), though Snakemake deletes the
+    job's log before rerunning it; each attempt is marked."""
+
+    def stage(input, output, params):
+        logging.getLogger("grpo_dial").info("attempt with %s", params["alpha"])
+
+    ckpt = str(tmp_path / "ckpt")
+    run_rule(stage, job(tmp_path, alpha="first", checkpoint_dir=ckpt))
+    (tmp_path / "logs" / "rule.log").unlink()  # what Snakemake does before a rerun
+    run_rule(stage, job(tmp_path, alpha="second", checkpoint_dir=ckpt))
+    for path in (tmp_path / "logs" / "rule.log", tmp_path / "ckpt" / ATTEMPTS_LOG):
+        lines = path.read_text().splitlines()
+        marks = [i for i, line in enumerate(lines) if line.startswith(ATTEMPT_MARKER)]
+        assert len(marks) == 2 and marks[0] == 0, path
+        assert "attempt with first" in "".join(lines[: marks[1]])
+        assert "attempt with second" in "".join(lines[marks[1] :])
+    run_rule(stage, job(tmp_path / "plain", alpha="no checkpoint"))  # other rules: the log only
+    assert (tmp_path / "plain" / "logs" / "rule.log").read_text().startswith(ATTEMPT_MARKER)

@@ -24,6 +24,8 @@ from grpo_dial.train.config import RESUME_FREE, Allocation, TrainConfig
         ("activation_reuse_mb", -1.0, "activation_reuse_mb must be a finite number >= 0"),
         ("kl_coef", -0.1, "kl_coef must be"),
         ("progress", "yes", "progress must be a bool"),
+        ("resume", "overwrite", "resume='overwrite' is not valid; choose one of auto, strict"),
+        ("checker_warn_fraction", -0.1, "checker_warn_fraction must be a finite number >= 0"),
     ],
 )
 def test_config_rejects_bad_values(field, value, message):

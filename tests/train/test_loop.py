@@ -108,10 +108,10 @@ def test_resume_after_interruption_equals_uninterrupted(base_dir, tmp_path, capl
     calls = []
     again = _run(base_dir, tmp_path / "full", dial, callback=calls.append)
     assert calls == [] and again["steps"].equals(full["steps"])
-    # A checkpoint of another configuration is not resumed.
+    # A checkpoint of another configuration is not resumed (and kept: tests/train/test_resume.py).
     with caplog.at_level(logging.WARNING, logger="grpo_dial"):
         other = _run(base_dir, tmp_path / "full", dial, config=replace(CFG, lr=1e-3))
-    assert "belongs to another run" in caplog.text
+    assert "belongs to another run (train.lr: 0.0001 -> 0.001)" in caplog.text
     assert other["steps"]["lr"].eq(1e-3).all() and len(other["steps"]) == CFG.steps
 
 
@@ -144,7 +144,7 @@ def test_nonfinite_step_is_skipped_then_run_stops(base_dir, tmp_path, monkeypatc
         assert torch.equal(after_step1[name], tensor), name
 
     monkeypatch.setattr(advantage, "policy_loss", lambda *a: real(*a) * math.nan)
-    with pytest.raises(ValueError, match=r"stopping at step 2: 2 steps .*max_nonfinite_steps=2"):
+    with pytest.raises(ValueError, match=r"step 2: 2 consecutive steps .*max_nonfinite_steps=2"):
         _run(base_dir, tmp_path / "b", preset("grpo"), replace(cfg, max_nonfinite_steps=2))
 
 

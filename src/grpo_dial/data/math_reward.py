@@ -15,8 +15,13 @@ math-verify's own time limit uses SIGALRM, which only works in the main thread: 
 and every check instead runs in a persistent worker process (`python -m grpo_dial.data.math_reward`,
 JSON lines over pipes: no pickle, no eval). The caller waits at most `timeout` seconds for the
 answer; on timeout the worker is killed and a fresh one started, and the check counts as wrong.
-A checker exception or a dead worker also counts as wrong. `MathVerifier.counts` holds the tallies
-(checks, correct, no_answer, timeouts, errors, restarts). Calls from any thread are serialized by
+A checker exception (status error) or a worker that died mid-check (status crash, e.g. over its
+memory limit) also counts as wrong. A reference math-verify cannot parse (status bad_reference)
+is reported once per reference in the log and tallied, not silently scored: the response scores
+0 because nothing can be checked against it. The worker runs under an address-space limit
+(`resource.setrlimit(RLIMIT_AS)`, `memory_mb`, default DEFAULT_MEMORY_MB), so a check that would
+eat the machine's memory fails alone. `MathVerifier.counts` holds the tallies (COUNT_KEYS);
+grpo_dial.train.guard books them per training step. Calls from any thread are serialized by
 a lock. Cost, on 2 shared CPU cores: about 1.3 ms per warm check, the same as math-verify called
 in-process (the pipe adds well under 0.1 ms); the worker starts in about 0.7 s on first use.
 """
@@ -42,7 +47,16 @@ log = logging.getLogger("grpo_dial")
 MAX_ANSWER_CHARS = 1000
 DEFAULT_CHECKER = "grpo_dial.data.math_reward:math_verify_check"
 STARTUP_TIMEOUT = 300.0  # seconds for a worker to import math-verify (slow shared machines)
-COUNT_KEYS = ("checks", "correct", "no_answer", "timeouts", "errors", "restarts")
+DEFAULT_MEMORY_MB = 4096  # the worker's address-space limit (warm math-verify: ~65 MiB of it)
+STATUS_COUNT = {  # Check.status -> its tally
+    "no_answer": "no_answer", "timeout": "timeouts", "error": "errors", "crash": "crashes",
+    "bad_reference": "bad_references",
+}  # fmt: skip
+COUNT_KEYS = ("checks", "correct", *STATUS_COUNT.values(), "restarts")
+
+
+class BadReference(ValueError):
+    """A checker's verdict that the reference itself cannot be read (not the answer's fault)."""
 
 _BOX = re.compile(r"\\(?:boxed|fbox)")
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
@@ -123,14 +137,22 @@ def math_verify_check(answer: str, reference: str) -> bool:
     """math-verify's verdict on answer against reference, both parsed as \\boxed{} content.
 
     Runs in the worker process, without math-verify's SIGALRM timeout (the caller enforces one).
-    The parsed reference is cached (a training step checks many responses per problem).
+    The parsed reference is cached (a training step checks many responses per problem); one
+    that yields no expression (only its raw text, e.g. "\\frac{") raises BadReference.
     """
     from math_verify import verify
 
     if reference not in _gold_cache:
         if len(_gold_cache) > 4096:
             _gold_cache.clear()
-        _gold_cache[reference] = _parse(reference)
+        try:
+            _gold_cache[reference] = _parse(reference)
+        except Exception as exc:  # noqa: BLE001 - any parser failure means the same here
+            _gold_cache[reference] = BadReference(f"{type(exc).__name__}: {exc}")
+        if all(isinstance(x, str) for x in _gold_cache[reference]):  # [] or the raw text only
+            _gold_cache[reference] = BadReference("math-verify finds no expression in it")
+    if isinstance(_gold_cache[reference], BadReference):
+        raise _gold_cache[reference]
     return bool(
         verify(_gold_cache[reference], _parse(answer), timeout_seconds=None, raise_on_error=True)
     )
@@ -144,11 +166,24 @@ def _load_checker(spec: str) -> Callable[[str, str], bool]:
     return fn
 
 
-def _serve(spec: str) -> None:
+def _limit_memory(memory_mb: float) -> None:
+    """Cap this process's address space at memory_mb MiB (0: no cap; never above the hard cap)."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if memory_mb > 0:
+        limit = int(memory_mb * 2**20)
+        resource.setrlimit(resource.RLIMIT_AS, (min(limit, hard) if hard >= 0 else limit, hard))
+
+
+def _serve(spec: str = DEFAULT_CHECKER, memory_mb: float = DEFAULT_MEMORY_MB) -> None:
     """Worker loop: one JSON request {"a", "r"} per stdin line -> one JSON reply per stdout line."""
     out, sys.stdout = sys.stdout, sys.stderr  # stray prints cannot corrupt the reply stream
+    _limit_memory(memory_mb)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
+    # the class as checkers raise it (this file runs as __main__, a different module object)
+    bad_reference = importlib.import_module("grpo_dial.data.math_reward").BadReference
     try:
         check = _load_checker(spec)
         if spec == DEFAULT_CHECKER:
@@ -163,6 +198,8 @@ def _serve(spec: str) -> None:
         try:
             req = json.loads(line)
             reply = {"ok": bool(check(req["a"], req["r"]))}
+        except bad_reference as exc:
+            reply = {"bad_reference": str(exc)[:300]}
         except Exception as exc:  # a checker error is a wrong answer, reported and counted
             reply = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         out.write(json.dumps(reply) + "\n")
@@ -178,7 +215,8 @@ _ENDED = {"error": "checker process ended"}  # readline's reply when the worker'
 class Check:
     """One response's result: correct, the extracted answer, and status.
 
-    status: ok (checked), no_answer (nothing extracted), timeout, error.
+    status: ok (checked), no_answer (nothing extracted), timeout, error (the checker raised),
+    crash (its process died), bad_reference (the reference cannot be parsed).
     """
 
     correct: bool
@@ -189,12 +227,12 @@ class Check:
 class _Worker:
     """A checker process and a line reader with a deadline."""
 
-    def __init__(self, checker: str) -> None:
+    def __init__(self, checker: str, memory_mb: float) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # what the caller imports
         env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grpo_dial.data.math_reward", checker],
+            [sys.executable, "-m", "grpo_dial.data.math_reward", checker, str(memory_mb)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -256,12 +294,22 @@ class MathVerifier:
     """Answer checks in a persistent worker process with a per-check wall-clock limit.
 
     `checker` names a `module:function(answer, reference) -> bool` run in the worker (default
-    math-verify). The worker starts on the first check. Thread-safe; `close()` ends the worker.
+    math-verify), under an address-space limit of `memory_mb` MiB (0: none). The worker starts on
+    the first check. Thread-safe; `close()` ends the worker.
     """
 
-    def __init__(self, timeout: float = 5.0, checker: str = DEFAULT_CHECKER) -> None:
+    def __init__(
+        self,
+        timeout: float = 5.0,
+        checker: str = DEFAULT_CHECKER,
+        memory_mb: float = DEFAULT_MEMORY_MB,
+    ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ValueError(f"verify timeout must be a number of seconds > 0, got {timeout!r}")
+        if isinstance(memory_mb, bool) or not isinstance(memory_mb, int | float) or memory_mb < 0:
+            raise ValueError(f"verify memory_mb must be a number >= 0, got {memory_mb!r}")
+        self.memory_mb = float(memory_mb)
+        self._bad_logged: set[str] = set()
         if not isinstance(checker, str) or ":" not in checker:
             raise ValueError(f"checker must be 'module:function', got {checker!r}")
         self.timeout = float(timeout)
@@ -272,13 +320,13 @@ class MathVerifier:
 
     @property
     def counts(self) -> dict[str, int]:
-        """A snapshot of the tallies: checks, correct, no_answer, timeouts, errors, restarts."""
+        """A snapshot of the tallies (COUNT_KEYS)."""
         with self._lock:
             return dict(self._counts)
 
     def _ready_worker(self) -> _Worker:
         if self._worker is None:
-            self._worker = _Worker(self.checker)
+            self._worker = _Worker(self.checker, self.memory_mb)
         w = self._worker
         if not w.ready:
             msg = w.readline(STARTUP_TIMEOUT)
@@ -292,27 +340,40 @@ class MathVerifier:
     def _drop_worker(self, restart: bool) -> None:
         if self._worker is not None:
             self._worker.close()
-        self._worker = _Worker(self.checker) if restart else None  # warms up while we continue
+        # a restarted worker warms up while we continue
+        self._worker = _Worker(self.checker, self.memory_mb) if restart else None
         self._counts["restarts"] += int(restart)
 
     def check_answer(self, answer: str, reference: str) -> Check:
-        """Is `answer` equivalent to `reference`? Timeouts and checker errors count as wrong."""
+        """Is `answer` equivalent to `reference`? Timeouts, checker errors and crashes count as
+        wrong; an unparsable reference is status bad_reference (logged once per reference)."""
         with self._lock:
             self._counts["checks"] += 1
             w = self._ready_worker()
             reply = w.readline(self.timeout) if w.send(answer, reference) else _ENDED
             if reply is None or reply is _ENDED:
-                status = "timeout" if reply is None else "error"
+                status = "timeout" if reply is None else "crash"
                 self._drop_worker(restart=True)
-                why = "ran over the limit" if reply is None else "checker process ended"
+                why = "ran over the limit" if reply is None else "checker process died"
                 log.warning("math check %s (counted as wrong): answer %.60r", why, answer)
+            elif "bad_reference" in reply:
+                status = "bad_reference"
+                if reference not in self._bad_logged and len(self._bad_logged) < 1000:
+                    self._bad_logged.add(reference)
+                    log.warning(
+                        "math reference %.80r cannot be checked against (%s); its responses "
+                        "score 0 and are counted as bad_references",
+                        reference,
+                        reply["bad_reference"],
+                    )
             elif "error" in reply:
                 status = "error"
                 log.warning("math check error (counted as wrong): %s", reply["error"])
             else:
                 status = "ok"
             correct = status == "ok" and reply.get("ok") is True
-            self._counts["timeouts" if status == "timeout" else "errors"] += status != "ok"
+            if status != "ok":
+                self._counts[STATUS_COUNT[status]] += 1
             self._counts["correct"] += correct
             return Check(correct=correct, answer=answer, status=status)
 
@@ -333,4 +394,4 @@ class MathVerifier:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_CHECKER)
+    _serve(*sys.argv[1:2], *map(float, sys.argv[2:3]))

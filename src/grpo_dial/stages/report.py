@@ -106,7 +106,8 @@ def summarize_runs(
 ) -> pd.DataFrame:
     """One row per run: accuracy and length before/after, the three terms with intervals, the
     share of growth from incorrect responses, silent fraction, extreme-prompt mass, extra samples,
-    held-out sampled accuracy at the start and the end."""
+    held-out sampled accuracy at the start and the end, and the answer checker's timeouts,
+    errors, crashes and bad references over the run (checker_* of the steps table)."""
     rows = []
     for (dial, seed), run_steps in steps.groupby(["dial", "seed"], sort=True):
         t = terms[(terms["dial"] == dial) & (terms["seed"] == seed)].set_index("quantity")
@@ -141,6 +142,8 @@ def summarize_runs(
         row["heldout_sampled_after"] = float(sampled.iloc[-1]) if len(sampled) else np.nan
         row["heldout_greedy_before"] = float(greedy.iloc[0]) if len(greedy) else np.nan
         row["heldout_greedy_after"] = float(greedy.iloc[-1]) if len(greedy) else np.nan
+        for col in (c for c in run_steps.columns if c.startswith("checker_")):  # train.guard
+            row[col] = int(run_steps[col].sum())  # the answer checker's failures over the run
         rows.append(row)
     return pd.DataFrame(rows)
 

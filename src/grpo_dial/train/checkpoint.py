@@ -2,51 +2,95 @@
 
 `checkpoint_dir/last.pt` holds the model state_dict, the optimizer state, every RNG the run
 draws from (Python `random`, the numpy Generator of prompt order, torch's CPU RNG, the sampling
-torch.Generator, CUDA's when present), the step, the count of skipped non-finite steps, the
-records so far and a resume key (config fields, dial, pool and base-model fingerprints). All of
-it is tensors and plain containers (dict, list, tuple, str, int, float, bool, None), so
+torch.Generator, and the CUDA RNG of the policy's own device only, when it is a CUDA device), the
+step, the count of consecutive non-finite steps, the records so far and a resume key (config
+fields, dial, prompts and a hash of the base model's parameter bytes). All of it is tensors and
+plain containers (dict, list, tuple, str, int, float, bool, None), so
 `torch.load(..., weights_only=True)` reads it without unpickling arbitrary objects.
 
-Writing goes to a temporary file in the same directory, flushed and fsync'ed, then `os.replace`d
-over `last.pt`: a run killed mid-write leaves the previous checkpoint intact. Checkpoints live
-outside the workflow's declared outputs so Snakemake never deletes them when a job fails; after a
-run completes `last.pt` is kept (at the final step), so re-running the rule only rewrites the
-tables; delete the checkpoint folder to reclaim the space or to force a fresh run.
+Hardware independence: the base-model fingerprint is a sha256 of each parameter's name, dtype,
+shape and raw bytes (copied to the CPU), so it does not depend on a device's reduction order;
+only the current device's CUDA RNG is saved (sampling uses its own torch.Generator, not the
+global CUDA RNG), so a resume with fewer visible GPUs never indexes a device that is gone.
+
+Writing goes to `.last.pt.tmp-<pid>` in the same directory, flushed and fsync'ed, then
+`os.replace`d over `last.pt`: a run killed mid-write leaves the previous checkpoint intact, and the
+next start removes the orphaned temporary file (`clean_orphans`). A checkpoint that belongs to
+another run is never overwritten: it is moved aside (`move_aside`) or the run stops
+(grpo_dial.train.resume). Checkpoints live outside the workflow's declared outputs so Snakemake
+never deletes them when a job fails; after a run completes `last.pt` is kept (at the final step).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import random
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-FORMAT = 1
+FORMAT = 2  # 1: float-sum fingerprints and every device's CUDA RNG (not resumable any more)
 FILENAME = "last.pt"
+FAULT_ENV = "GRPO_DIAL_KILL_AT"  # "<point>:<step>": SIGKILL this process there (fault tests)
+
+log = logging.getLogger("grpo_dial")
 
 
-def capture_rng(rng: np.random.Generator, generator: torch.Generator) -> dict:
-    """Every RNG state of a run as plain containers and tensors."""
-    state = {
+class StaleCheckpoint(ValueError):
+    """A grpo-dial checkpoint of an older format, which this version cannot resume."""
+
+
+def fault_point(point: str, step: int) -> None:
+    """SIGKILL the current process when FAULT_ENV names this point and step (kill tests only).
+
+    Points: "step" (after the step's update, before its evaluation and checkpoint) and
+    "checkpoint" (inside the checkpoint write, after the temporary file is written, before it
+    replaces last.pt)."""
+    if os.environ.get(FAULT_ENV) == f"{point}:{step}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _cuda_index(device: str | torch.device | None) -> int | None:
+    """The CUDA device index of `device`, None for CPU devices or when CUDA is absent."""
+    if device is None or not torch.cuda.is_available():
+        return None
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
+def capture_rng(
+    rng: np.random.Generator, generator: torch.Generator, device: str | None = None
+) -> dict:
+    """Every RNG state of a run as plain containers and tensors; CUDA's only for `device`."""
+    index = _cuda_index(device)
+    return {
         "python": random.getstate(),
         "numpy": rng.bit_generator.state,
         "torch_cpu": torch.get_rng_state(),
         "sampling": generator.get_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": None if index is None else torch.cuda.get_rng_state(index),
     }
-    return state
 
 
-def restore_rng(state: dict, rng: np.random.Generator, generator: torch.Generator) -> None:
-    """Put back what `capture_rng` took (numpy and sampling generators in place)."""
+def restore_rng(
+    state: dict, rng: np.random.Generator, generator: torch.Generator, device: str | None = None
+) -> None:
+    """Put back what `capture_rng` took (numpy and sampling generators in place); the CUDA state
+    goes to the run's current device, and is skipped when there is none."""
     random.setstate(_tuples(state["python"]))
     rng.bit_generator.state = state["numpy"]
     torch.set_rng_state(state["torch_cpu"])
     generator.set_state(state["sampling"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    index = _cuda_index(device)
+    if isinstance(state.get("cuda"), torch.Tensor) and index is not None:
+        torch.cuda.set_rng_state(state["cuda"], index)
 
 
 def _tuples(x: object) -> object:
@@ -63,6 +107,7 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
         with open(tmp, "wb") as f:
             torch.save({"format": FORMAT, **payload}, f)
             f.flush()
+            fault_point("checkpoint", int(payload.get("step", -1)))
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
@@ -70,7 +115,9 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
 
 
 def load_checkpoint(path: str | Path) -> dict | None:
-    """The payload at `path` (tensors on the CPU), or None when there is no file."""
+    """The payload at `path` (tensors on the CPU), or None when there is no file.
+
+    StaleCheckpoint for an older grpo-dial format; ValueError for anything else unreadable."""
     path = Path(path)
     if not path.exists():
         return None
@@ -78,12 +125,66 @@ def load_checkpoint(path: str | Path) -> dict | None:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a torn or foreign file: say which, do not guess
         raise ValueError(f"cannot read checkpoint {path}: {err}") from err
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    version = payload.get("format") if isinstance(payload, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and 0 < version < FORMAT:
+        raise StaleCheckpoint(
+            f"checkpoint {path} has format {version}, from before device-independent resume "
+            f"keys (format {FORMAT}); it cannot be resumed"
+        )
+    if version != FORMAT:
         raise ValueError(f"{path} is not a grpo-dial checkpoint (format {FORMAT})")
     return payload
 
 
-def model_fingerprint(model: torch.nn.Module) -> list[float]:
-    """Per-parameter float64 sums: tells a different base model from the one a run started on."""
+def clean_orphans(directory: str | Path) -> list[Path]:
+    """Remove temporary files of killed writes (`.*.tmp-<pid>` whose process is gone or is
+    this one); the paths removed."""
+    removed = []
+    for tmp in sorted(Path(directory).glob(".*.tmp-*")):
+        pid = tmp.name.rpartition(".tmp-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def move_aside(path: str | Path) -> Path:
+    """Rename `path` to `superseded-<UTC time>[-n].pt` beside it (never over another file)."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target, n = path.with_name(f"superseded-{stamp}.pt"), 1
+    while target.exists():
+        target, n = path.with_name(f"superseded-{stamp}-{n}.pt"), n + 1
+    os.replace(path, target)
+    return target
+
+
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """sha256 of every parameter's name, dtype, shape and bytes (on the CPU): the same for the
+    same weights on any device, whatever its reduction order."""
+    digest = hashlib.sha256()
     with torch.no_grad():
-        return [float(p.double().sum()) for p in model.parameters()]
+        for name, p in model.named_parameters():
+            t = p.detach().to("cpu").contiguous()
+            digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def all_finite(tensors) -> bool:
+    """True when every floating tensor of `tensors` holds only finite values."""
+    with torch.no_grad():
+        return all(
+            bool(torch.isfinite(t).all()) for t in tensors if torch.is_floating_point(t)
+        )

@@ -14,8 +14,13 @@ from typing import Literal
 OPTIMIZERS = ("adamw", "sgd")
 
 # Fields that may change between an interrupted run and its resumption without changing the
-# numbers (resume continues a checkpoint only when every other field is equal).
-RESUME_FREE = ("progress", "checkpoint_every", "micro_batch", "device")
+# numbers (resume continues a checkpoint only when every other field is equal). `steps` is not in
+# the key either: a run whose only change is more steps continues (grpo_dial.train.resume).
+RESUME_FREE = (
+    "progress", "checkpoint_every", "micro_batch", "device", "resume", "checker_warn_fraction",
+    "steps",
+)  # fmt: skip
+RESUME_MODES = ("auto", "strict")
 
 
 def _opt(default: object, text: str) -> object:
@@ -189,7 +194,20 @@ class TrainConfig:
     )
     identity_groups: int = _opt(2, "Informative groups of the batch probed each time.")
     max_nonfinite_steps: int = _opt(
-        3, "A non-finite loss or gradient skips the step; this many such steps stop the run."
+        3,
+        "A non-finite loss or gradient skips the step; this many such steps IN A ROW stop the "
+        "run (a finite step resets the count). Non-finite weights stop it at once.",
+    )
+    resume: Literal["auto", "strict"] = _opt(
+        "auto",
+        "A checkpoint of another run (a changed key): 'auto' moves it aside to "
+        "superseded-<time>.pt and starts afresh; 'strict' stops with one line naming the keys. "
+        "Either way it is never overwritten; a matching one (more steps allowed) is resumed.",
+    )
+    checker_warn_fraction: float = _opt(
+        0.01,
+        "Warn in the log when the answer checker's timeouts, errors, crashes and bad references "
+        "exceed this share of a step's checks (they score 0 and are counted per step).",
     )
     seed: int = _opt(0, "Seeds prompt order and sampling; the run seed of the workflow.")
     device: str = _opt("cpu", "torch device of the policy: 'cpu', 'cuda', 'cuda:1', ...")
@@ -250,6 +268,11 @@ class TrainConfig:
         if self.generation_batch is not None:
             _int("generation_batch", self.generation_batch, 1)
         _real("activation_reuse_mb", self.activation_reuse_mb, 0.0)
+        _real("checker_warn_fraction", self.checker_warn_fraction, 0.0)
+        if self.resume not in RESUME_MODES:
+            raise ValueError(
+                f"resume={self.resume!r} is not valid; choose one of {', '.join(RESUME_MODES)}"
+            )
         for name in ("lr", "lr_scale"):
             _real(name, getattr(self, name), 0.0, strict=True)
         if not isinstance(self.allocation, Allocation):

@@ -16,7 +16,9 @@ size ~lr are not rounded away as they would be in bf16 weights.
 Resume is exact on the same device and thread count: the checkpoint holds the model, the
 optimizer, the pass-rate counts and every RNG at a step boundary, no step draws randomness from
 anywhere else, and evaluation (greedy) and the probe draw none, so a resumed run repeats the
-uninterrupted one's steps bit for bit.
+uninterrupted one's steps bit for bit (tested with real SIGKILLs of the Snakemake job,
+tests/workflow/test_kill_resume.py). Which checkpoint is resumed, and what happens to another
+run's: grpo_dial.train.resume; what stops a run: grpo_dial.train.guard.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -46,12 +48,13 @@ from grpo_dial.passrates.tracker import (
 )
 from grpo_dial.policy.model import autocast
 from grpo_dial.policy.rollout import response_logprobs
-from grpo_dial.train import checkpoint
+from grpo_dial.train import checkpoint, guard, resume
 from grpo_dial.train import records as rec
 from grpo_dial.train.allocation import allocate_groups
 from grpo_dial.train.batch import UpdateResult
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.probe import IDENTITY_COLUMNS, identity_probe
+from grpo_dial.train.state import RunState
 from grpo_dial.train.step import (
     calibration_update_norm,
     evaluate,
@@ -65,6 +68,9 @@ from grpo_dial.train.step import (
 
 __all__ = [
     "TrainConfig",
+    "RunState",
+    "new_run",
+    "run_step",
     "train_run",
     "calibration_update_norm",
     "lr_match_factor",
@@ -99,6 +105,7 @@ def _resume_key(
         "prompts": hashlib.sha1(ids).hexdigest(),
         "base_model": checkpoint.model_fingerprint(base),
         "tracker_prior": hashlib.sha1(np.concatenate(prior).tobytes()).hexdigest(),
+        "sampling_device": torch.device(config.device).type,  # a generator's state is per kind
     }
 
 
@@ -118,26 +125,6 @@ def _write_outputs(
             save_policy(model, tokenizer, path)
         else:
             write_table(frames[name], path)
-
-
-@dataclass
-class RunState:
-    """What one run holds between steps; everything the checkpoint must restore is here."""
-
-    model: torch.nn.Module
-    tokenizer: object
-    ref_model: torch.nn.Module | None  # frozen base for the KL term; None when kl_coef = 0
-    optimizer: torch.optim.Optimizer
-    rng: np.random.Generator  # prompt order
-    generator: torch.Generator  # sampling
-    pool: list[Problem]
-    heldout: list[Problem]
-    bands: dict[str, str]  # prompt_id -> difficulty band of the mass table
-    vocab: tuple[str, ...]  # every band, in table order
-    key: dict  # what a checkpoint must match to be resumed
-    tracker: tuple[np.ndarray, np.ndarray]  # running pass-rate counts (a, b) over the pool
-    records: rec.Records = field(default_factory=rec.new_records)
-    nonfinite: int = 0  # steps skipped for a non-finite loss or gradient so far
 
 
 def _setup(base_model_dir, task: Task, dial: Dial, config: TrainConfig, pass_rates) -> RunState:
@@ -205,43 +192,6 @@ def new_run(
     )
 
 
-def _resume(run: RunState, path: Path, config: TrainConfig) -> int | None:
-    """Load `path` into `run` when it belongs to this run; the step it ended, else None."""
-    state = checkpoint.load_checkpoint(path)
-    if state is None:
-        return None
-    if state["key"] != run.key:
-        log.warning(
-            "checkpoint %s belongs to another run (config, dial, prompts or base model "
-            "differ); starting afresh and overwriting it",
-            path,
-        )
-        return None
-    run.model.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
-    checkpoint.restore_rng(state["rng"], run.rng, run.generator)
-    run.records, run.nonfinite = state["records"], state["nonfinite_steps"]
-    run.tracker = tuple(t.numpy() for t in state["tracker"])
-    log.info("resuming from %s after step %d of %d", path, state["step"], config.steps)
-    return state["step"]
-
-
-def _save(run: RunState, path: Path, step: int) -> None:
-    checkpoint.save_checkpoint(
-        path,
-        {
-            "key": run.key,
-            "step": step,
-            "nonfinite_steps": run.nonfinite,
-            "records": run.records,
-            "model": run.model.state_dict(),
-            "optimizer": run.optimizer.state_dict(),
-            "rng": checkpoint.capture_rng(run.rng, run.generator),
-            "tracker": [torch.from_numpy(t) for t in run.tracker],
-        },
-    )
-
-
 def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: int) -> UpdateResult:
     """One step: generate + score (DAPO refill inside), advantages, probe, loss + update."""
     t0 = time.perf_counter()
@@ -304,25 +254,6 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
     return result
 
 
-def _count_nonfinite(run: RunState, result: UpdateResult, config: TrainConfig, step: int) -> None:
-    if result.finite:
-        return
-    run.nonfinite += 1
-    log.warning(
-        "step %d: non-finite loss %s or gradient norm %s; update skipped (%d of %d allowed)",
-        step,
-        result.loss,
-        result.grad_norm,
-        run.nonfinite,
-        config.max_nonfinite_steps,
-    )
-    if run.nonfinite >= config.max_nonfinite_steps:
-        raise ValueError(
-            f"stopping at step {step}: {run.nonfinite} steps with a non-finite loss or gradient "
-            f"(max_nonfinite_steps={config.max_nonfinite_steps})"
-        )
-
-
 def train_run(
     base_model_dir: str | Path,
     task: Task,
@@ -338,18 +269,24 @@ def train_run(
     outputs: table name (steps, mass, responses, evals, identity; see COLUMNS) -> .parquet or
     .csv path, and optionally "model" -> directory for the final policy. Resumes from
     checkpoint_dir/last.pt when it belongs to this run (same config but RESUME_FREE fields, dial,
-    prompts and base model); a checkpoint of another run is ignored with a warning and
-    overwritten. `pass_rates` (passrates schema) sets each prompt's difficulty band for the mass
-    table; None bands by the task's difficulty label. `callback(step)` runs after each step's
-    checkpoint (tests interrupt a run by raising in it).
+    prompts and base model; more steps allowed); another run's checkpoint is moved aside or stops
+    the run (config.resume; grpo_dial.train.resume), never overwritten. Non-finite weights, and
+    max_nonfinite_steps non-finite steps in a row, stop the run (grpo_dial.train.guard).
+    `pass_rates` (passrates schema) sets each prompt's difficulty band for the mass table; None
+    bands by the task's difficulty label. `callback(step)` runs after each step's checkpoint
+    (tests interrupt a run by raising in it).
     """
     bad = sorted(set(outputs) - set(OUTPUTS))
     if bad:
         raise ValueError(f"unknown output(s) {bad}; valid: {', '.join(OUTPUTS)}")
     run = _setup(base_model_dir, task, dial, config, pass_rates)
     path = Path(checkpoint_dir) / checkpoint.FILENAME
-    start = _resume(run, path, config)
-    if start is None:
+    state = resume.open_checkpoint(path, run.key, config.steps, config.resume)
+    guard.start_checker(run, task)
+    if state is not None:
+        start = resume.restore(run, state, config.device)
+        log.info("resuming from %s after step %d of %d", path, start, config.steps)
+    else:
         start = 0
         with autocast(config.precision, config.device):
             run.records["evals"].append(
@@ -364,30 +301,33 @@ def train_run(
     )
     for step in bar:
         result = run_step(run, task, dial, config, step)
-        _count_nonfinite(run, result, config, step)
+        guard.check_step(run, result, config, step, path)
+        checkpoint.fault_point("step", step)
         last = run.records["steps"][-1]
         bar.set_postfix(
             acc=f"{last['accuracy'][0]:.2f}", silent=f"{last['silent_fraction'][0]:.2f}"
         )
         if _due(step, config.eval_every, config.steps):
-            with autocast(config.precision, config.device):
-                chunk = evaluate(run.model, run.tokenizer, task, run.heldout, config, step)
-            run.records["evals"].append(chunk)
-            accuracy = dict(
-                zip(
-                    zip(chunk["mode"], chunk["difficulty"], strict=True),
-                    chunk["accuracy"],
-                    strict=True,
-                )
-            )
-            log.info(
-                "step %d: held-out accuracy greedy %.3f, sampled %s",
-                step,
-                accuracy[("greedy", "all")],
-                accuracy.get(("sampled", "all"), float("nan")),
-            )
+            _evaluate(run, task, config, step)
+        guard.book_checker(run, task, config, step)
         if _due(step, config.checkpoint_every, config.steps):
-            _save(run, path, step)
+            resume.save(run, path, step, config.device)
         if callback is not None:
             callback(step)
+    guard.summarize_checker(run, task)
     _write_outputs(run.records, outputs, run.model, run.tokenizer)
+
+
+def _evaluate(run: RunState, task: Task, config: TrainConfig, step: int) -> None:
+    with autocast(config.precision, config.device):
+        chunk = evaluate(run.model, run.tokenizer, task, run.heldout, config, step)
+    run.records["evals"].append(chunk)
+    accuracy = dict(
+        zip(zip(chunk["mode"], chunk["difficulty"], strict=True), chunk["accuracy"], strict=True)
+    )
+    log.info(
+        "step %d: held-out accuracy greedy %.3f, sampled %s",
+        step,
+        accuracy[("greedy", "all")],
+        accuracy.get(("sampled", "all"), float("nan")),
+    )

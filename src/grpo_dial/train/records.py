@@ -22,7 +22,9 @@ Tables (lengths in characters of the response text unless named `tokens`):
                aggregated advantage (near 0), not a log-likelihood; grad_norm is before clipping;
                loss and grad_norm are NaN when no group was trained (DAPO, all silent); kl is NaN
                when kl_coef = 0; samples counts every generated response incl. refills;
-               wall_seconds excludes the identity probe.
+               wall_seconds excludes the identity probe; checker_* count the answer
+               checker's timeouts, errors, crashed workers and unparsable references since
+               the previous row (0 for tasks without a counting verifier; grpo_dial.train.guard).
     mass       one row per (step, band); band = pass-rate band of the prompt's base p_hat
                (grpo_dial.core.bands, UNRATED if the table lacks it) or, without a table,
                its difficulty label; share NaN when the step's total mass is 0.
@@ -55,7 +57,8 @@ STEP_COLUMNS = (
     "step accuracy mean_len mean_len_correct mean_len_incorrect mean_work_correct "
     "mean_redundant_correct mean_work_incorrect mean_redundant_incorrect truncation_rate "
     "silent_fraction all_correct_fraction all_wrong_fraction trained_groups resampled_prompts "
-    "samples loss grad_norm lr kl wall_seconds nonfinite"
+    "samples loss grad_norm lr kl wall_seconds nonfinite checker_timeouts checker_errors "
+    "checker_crashes checker_bad_references"
 ).split()
 MASS_COLUMNS = ("step", "band", "n_groups", "mass", "share")
 RESPONSE_COLUMNS = (
@@ -257,6 +260,11 @@ def record_step(
         "kl": result.kl,
         "wall_seconds": wall,
         "nonfinite": not result.finite,
+        # filled by grpo_dial.train.guard.book_checker for tasks whose verifier counts
+        "checker_timeouts": 0,
+        "checker_errors": 0,
+        "checker_crashes": 0,
+        "checker_bad_references": 0,
     }
     records["steps"].append({k: [v] for k, v in row.items()})
 

@@ -6,6 +6,8 @@ Options (YAML `task.options`):
     eval             optional list of specs; None makes "eval" the heldout pool itself
     prompt_template  text with one "{problem}" (literal replacement, no other braces parsed)
     verify_timeout   seconds per answer check (a timeout is a wrong answer, counted)
+    verify_memory_mb address-space limit of the checker process in MiB (0: none); a check
+                     over it fails alone (an error or crash, counted)
 
 Splits. Each split's pool is its specs' mix (`load_mix`), loaded on first use. Train never shares
 a problem with heldout or eval: a train row whose problem text (whitespace collapsed, case folded)
@@ -34,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.data.math_problems import check_spec, load_mix, normalized_problem
-from grpo_dial.data.math_reward import MathVerifier
+from grpo_dial.data.math_reward import DEFAULT_MEMORY_MB, MathVerifier
 from grpo_dial.data.tasks.base import SPLITS, LengthSplit, Problem, Verdict
 
 log = logging.getLogger("grpo_dial")
@@ -59,6 +61,7 @@ class MathTask:
         eval: Sequence[Mapping] | None = None,
         prompt_template: str = DEFAULT_TEMPLATE,
         verify_timeout: float = 5.0,
+        verify_memory_mb: float = DEFAULT_MEMORY_MB,
     ) -> None:
         self.specs = {"train": _specs("train", train), "heldout": _specs("heldout", heldout)}
         if eval is not None:
@@ -68,7 +71,8 @@ class MathTask:
                 f"prompt_template must contain '{{problem}}' exactly once, got {prompt_template!r}"
             )
         self.prompt_template = prompt_template
-        self.verifier = MathVerifier(timeout=verify_timeout)  # its worker starts on first use
+        # its worker starts on first use
+        self.verifier = MathVerifier(timeout=verify_timeout, memory_mb=verify_memory_mb)
         self._pools: dict[str, pd.DataFrame] | None = None
         self._solutions: dict[str, str] = {}
 
@@ -145,7 +149,7 @@ class MathTask:
 
     def verify(self, problem: Problem, response: str, finished: bool) -> Verdict:
         """math-verify's check of the extracted final answer; truncated, timed-out or failed
-        checks are wrong."""
+        checks are wrong, and counted (verify_counts) with unparsable references."""
         if not isinstance(response, str):
             raise ValueError(f"response must be a str, got {type(response).__name__}")
         if not finished:
@@ -154,7 +158,8 @@ class MathTask:
         return Verdict(correct=check.correct, truncated=False, answer=check.answer)
 
     def verify_counts(self) -> dict[str, int]:
-        """Checks, correct, no_answer, timeouts, errors and worker restarts so far."""
+        """The verifier's tallies so far: checks, correct, no_answer, timeouts, errors,
+        crashes, bad_references, restarts (grpo_dial.data.math_reward.COUNT_KEYS)."""
         return self.verifier.counts
 
     def length_split(self, problem: Problem, response: str) -> LengthSplit | None:
