@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,15 @@ import pytest
 import yaml
 from conftest import REPO
 
-from grpo_dial.data.public import check_entry, fetch, locate, sha256_of, verify
+from grpo_dial.data.public import (
+    check_entry,
+    fetch,
+    locate,
+    mirror_folder,
+    sha256_of,
+    unsafe_output_dir,
+    verify,
+)
 
 PAYLOAD = b"step,allcorrect_fraction\n0,0.1\n100,0.4\n" * 1000
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -114,6 +123,47 @@ def test_importable_without_heavy_packages() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_what_the_workflow_imports_at_parse_time_has_no_torch() -> None:
+    """workflow/rules/common.smk imports these three (the task check needs numpy and pandas)."""
+    common = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    imported = sorted(set(re.findall(r"from (grpo_dial[\w.]+) import", common)))
+    assert imported == ["grpo_dial.data.public", "grpo_dial.data.sources", "grpo_dial.data.tasks"]
+    code = f"import sys, {', '.join(imported)}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("results", None),
+        ("/elsewhere/results", None),
+        ("", "must not be empty"),
+        (".", "'.' is the working directory or a folder above it"),
+        ("..", "is the working directory or a folder above it"),
+        ("{repo}", "is the repository or a folder above it"),
+        ("{repo}/..", "or a folder above it"),
+        ("{repo}/src/grpo_dial/out", "inside the repository's src/"),
+        ("{repo}/workflow", "inside the repository's workflow/"),
+    ],
+)
+def test_unsafe_output_dirs(tmp_path, value: str, problem: str | None) -> None:
+    repo, workdir = tmp_path / "repo", tmp_path / "work"
+    got = unsafe_output_dir(value.format(repo=repo), repo, workdir)
+    assert got == problem if problem is None else problem in got
+
+
+def test_mirror_folder(tmp_path) -> None:
+    repo = tmp_path / "project"
+    assert mirror_folder(None, repo) is None and mirror_folder("null", repo) is None
+    assert mirror_folder("auto", repo) is None  # nothing beside the repository
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    assert mirror_folder("auto", repo) == tmp_path / "shared" / "data"
+    assert mirror_folder(str(tmp_path), repo) == tmp_path
+    with pytest.raises(ValueError, match="folder not found: /no/such"):
+        mirror_folder("/no/such", repo)
 
 
 def test_network_errors_are_retried_then_one_line(tmp_path, monkeypatch) -> None:

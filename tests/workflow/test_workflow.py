@@ -190,6 +190,30 @@ def test_public_files_are_downloaded_without_a_mirror_and_read_from_it_with_one(
     assert jobs["download"] == 6  # and GSM8K train / test, MATH-500 for the math task
 
 
+def test_a_fresh_clone_without_shared_data_lists_the_downloads(tmp_path):
+    """The repository copied where no shared/data sits beside it: data_mirror auto finds no
+    mirror, so the embedded default's dry run lists one download per public file it reads, and
+    nothing is skipped."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake", "results", "resources")
+    for name in ("Snakefile", "workflow", "config", "src"):
+        copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
+        copy(REPO / name, clone / name, **({"ignore": skip} if copy is shutil.copytree else {}))
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/config.yaml"],
+        cwd=clone, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = planned_jobs(result.stdout)
+    assert jobs["download"] == 3 and jobs["passrates"] == 3
+    assert jobs["dapo_consistency"] == 1 and jobs["real_lengths"] == 1
+    assert "skipping" not in result.stderr
+    public = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["public_data"]
+    for name in ("gsm8k_solutions", "math_cot_100", "dapo_fig3b"):
+        assert f"output: resources/{public[name]['file']}\n" in result.stdout, name
+
+
 def test_a_mirror_copy_that_differs_from_its_pin_stops_the_dag_build(tmp_path, shared_data):
     config = tiny_config(tmp_path / "results")
     config["data_mirror"] = str(shared_data)

@@ -37,7 +37,7 @@ validate(config, "../schemas/config.schema.yaml")  # fills the schema's defaults
 # (standard library only, so no torch at parse time); the repository's own source first.
 REPO = Path(workflow.basedir).resolve()
 sys.path.insert(0, str(REPO / "src"))
-from grpo_dial.data.public import check_entry, locate  # noqa: E402
+from grpo_dial.data.public import check_entry, locate, mirror_folder, unsafe_output_dir  # noqa: E402
 from grpo_dial.data.sources import (  # noqa: E402
     OFFLINE_VARIABLES,
     hub_model_id,
@@ -57,17 +57,9 @@ def _fail(where, message):
 
 def _output_dir(key):
     """results_dir / resources_dir: a folder of its own, never the repository or above it."""
-    value = config[key]
-    if not value.strip():
-        _fail(key, "must not be empty")
-    path = Path(value).expanduser().resolve()
-    for root, what in ((Path.cwd().resolve(), "the working directory"), (REPO, "the repository")):
-        if path == root or path in root.parents:
-            _fail(key, f"{value!r} is {what} or a folder above it; give outputs their own folder")
-    for inside in ("src", "workflow", "config", "tests", "docs", ".git"):
-        if path == REPO / inside or REPO / inside in path.parents:
-            _fail(key, f"{value!r} is inside the repository's {inside}/")
-    return value
+    if (problem := unsafe_output_dir(config[key], REPO, Path.cwd())) is not None:
+        _fail(key, problem)
+    return config[key]
 
 
 RESULTS = _output_dir("results_dir")
@@ -80,29 +72,17 @@ if _res[0] == _res[1] or _res[0] in _res[1].parents or _res[1] in _res[0].parent
 OFFLINE = config["offline"]
 if OFFLINE:  # every job inherits these (a cluster job re-reads this file and sets them again)
     os.environ.update({name: "1" for name in OFFLINE_VARIABLES})
-
-
-def _mirror():
-    value = config["data_mirror"]
-    if value in (None, "", "none", "null"):  # --config data_mirror=null arrives as a string
-        return None
-    if value == "auto":
-        auto = REPO.parent / "shared" / "data"
-        return auto if auto.is_dir() else None
-    if not Path(value).is_dir():
-        _fail("data_mirror", f"folder not found: {value}")
-    return Path(value)
-
-
-MIRROR = _mirror()
+try:
+    MIRROR = mirror_folder(config["data_mirror"], REPO)
+except ValueError as error:
+    _fail("data_mirror", str(error))
 PUBLIC = config["public_data"]
 for _name, _entry in PUBLIC.items():
     try:
         check_entry(_name, _entry)
     except ValueError as error:
         _fail(f"public_data.{_name}", str(error))
-PUBLIC_FILES = {entry["file"]: name for name, entry in PUBLIC.items()}  # resources path -> name
-DOWNLOADS = {}  # public files a job of this DAG reads that rule download has to write
+PUBLIC_FILES = {entry["file"]: name for name, entry in PUBLIC.items()}  # rule download's files
 
 
 def hub_entry(hub, where):
@@ -124,10 +104,8 @@ def data_file(ref, where, optional=False):
             path, needed = locate(name, PUBLIC, MIRROR, RESOURCES)
         except ValueError as error:
             _fail(where, str(error))
-        if needed and OFFLINE:
+        if needed and OFFLINE:  # else rule download writes `path` before the jobs that read it
             _fail(where, f"offline: true, but public file {name!r} is neither in data_mirror nor at {path}")
-        if needed:
-            DOWNLOADS[PUBLIC[name]["file"]] = name
         return str(path)
     if Path(ref).exists():
         return ref

@@ -86,6 +86,36 @@ def locate(
     return path, not path.is_file()
 
 
+def mirror_folder(value: str | None, repo: str | Path) -> Path | None:
+    """The `data_mirror` folder: None for null / "" / "none"; "auto" = shared/data beside the
+    repository when it exists (else None); a named folder must exist (one-line ValueError)."""
+    if value in (None, "", "none", "null"):  # --config data_mirror=null arrives as a string
+        return None
+    if value == "auto":
+        auto = Path(repo).resolve().parent / "shared" / "data"
+        return auto if auto.is_dir() else None
+    if not Path(value).is_dir():
+        raise ValueError(f"folder not found: {value}")
+    return Path(value)
+
+
+def unsafe_output_dir(value: str, repo: str | Path, workdir: str | Path) -> str | None:
+    """Why `value` cannot hold outputs (results_dir, resources_dir), or None: it must not be
+    empty, the working directory, the repository or a folder above either, nor inside the
+    repository's source, workflow, config, tests, docs or .git."""
+    if not value.strip():
+        return "must not be empty"
+    path, repo = (Path(workdir) / Path(value).expanduser()).resolve(), Path(repo).resolve()
+    roots = ((Path(workdir).resolve(), "the working directory"), (repo, "the repository"))
+    for root, what in roots:
+        if path == root or path in root.parents:
+            return f"{value!r} is {what} or a folder above it; give outputs their own folder"
+    for inside in ("src", "workflow", "config", "tests", "docs", ".git"):
+        if path == repo / inside or repo / inside in path.parents:
+            return f"{value!r} is inside the repository's {inside}/"
+    return None
+
+
 def _progress(name: str) -> Callable[[int, int], None]:
     marks = set()
 
