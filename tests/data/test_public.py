@@ -174,3 +174,17 @@ def test_network_errors_are_retried_then_one_line(tmp_path, monkeypatch) -> None
     with pytest.raises(ValueError, match="^could not download http://127.0.0.1:9/x: ") as err:
         fetch("http://127.0.0.1:9/x", tmp_path / "x", SHA, timeout=5, retries=2)
     assert waits == [2, 4] and "\n" not in str(err.value)
+
+
+def test_public_names_in_task_specs_become_paths(shared_data) -> None:
+    """What a script outside Snakemake (gpu_check) does with config/gpu.yaml's math task."""
+    from grpo_dial.data.public import with_public_paths
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    gpu = yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())
+    task = with_public_paths(gpu["task"], {**config, "data_mirror": str(shared_data)}, REPO)
+    train = task["options"]["train"]
+    assert train[0]["path"] == str(shared_data / "gsm8k" / "train.jsonl")
+    assert "public" not in train[0] and train[0]["n"] == 512
+    offline = with_public_paths(gpu["task"], {**config, "data_mirror": None}, REPO)
+    assert offline["options"]["heldout"][1]["path"] == "resources/math500/test.jsonl"

@@ -116,6 +116,27 @@ def unsafe_output_dir(value: str, repo: str | Path, workdir: str | Path) -> str 
     return None
 
 
+def with_public_paths(task: Mapping, config: Mapping, repo: str | Path) -> dict:
+    """`task` ({name, options}) with each source spec's `public: <name>` replaced by the path
+    `locate` gives under the config's data_mirror / resources_dir (for scripts that build a
+    task from a config outside Snakemake; the workflow does the same in common.smk)."""
+    mirror = mirror_folder(config.get("data_mirror", "auto"), repo)
+    entries, resources = config.get("public_data", {}), config.get("resources_dir", "resources")
+
+    def resolved(spec: object) -> object:
+        if not isinstance(spec, Mapping) or "public" not in spec:
+            return spec
+        out = {k: v for k, v in spec.items() if k != "public"}
+        out["path"] = str(locate(spec["public"], entries, mirror, resources)[0])
+        return out
+
+    options = {
+        key: [resolved(s) for s in value] if isinstance(value, list) else value
+        for key, value in task.get("options", {}).items()
+    }
+    return {**task, "options": options}
+
+
 def _progress(name: str) -> Callable[[int, int], None]:
     marks = set()
 
