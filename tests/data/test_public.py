@@ -84,6 +84,12 @@ def test_locate_prefers_the_mirror_and_checks_it(origin, tmp_path) -> None:
     assert str(err.value).startswith("checksum mismatch for public file 'curve' (data_mirror)")
     with pytest.raises(ValueError, match="expected a{64}"):
         verify(origin, "a" * 64, "x")
+    (resources / "curve.csv").parent.mkdir()
+    (resources / "curve.csv").write_bytes(PAYLOAD)
+    assert locate("curve", entries, None, resources) == (resources / "curve.csv", False)
+    (resources / "curve.csv").write_bytes(b"edited")
+    with pytest.raises(ValueError, match="checksum mismatch for public file 'curve' \\(delete it"):
+        locate("curve", entries, None, resources)
 
 
 @pytest.mark.parametrize(

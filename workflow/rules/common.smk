@@ -295,7 +295,7 @@ REAL_LENGTH_INPUTS = {
     and (path := data_file(REAL[name], f"real_lengths.{name}", REAL["optional"])) is not None
 }
 if REAL_LENGTH_INPUTS and REAL["tokenizer"] is not None and not Path(REAL["tokenizer"]).is_dir():
-    _fail("real_lengths.tokenizer", missing_path(REAL["tokenizer"], "tokenizer directory"))
+    _fail("real_lengths.tokenizer", missing_path(REAL["tokenizer"], "tokenizer directory", False))
 
 
 # ------------------------------------------------------------------ adaptive group sizes
@@ -339,6 +339,9 @@ RUNS_EXTERNAL = [
     for name, spec in config["runs"].items()
     if data_file(spec["path"], f"runs.{name}.path", spec["optional"]) is not None
 ]
+for _name in RUNS_EXTERNAL:  # a tokenizer is read locally, never looked up on the hub
+    if (_tok := config["runs"][_name].get("tokenizer")) and not Path(_tok).is_dir():
+        _fail(f"runs.{_name}.tokenizer", missing_path(_tok, "tokenizer directory", False))
 
 
 def run_spec(wildcards):

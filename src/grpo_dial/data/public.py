@@ -71,8 +71,9 @@ def locate(
 ) -> tuple[Path, bool]:
     """(path a job reads, whether rule download must write it) for public file `name`.
 
-    With a mirror its copy is used, checksum checked (a missing copy or a mismatch is a one-line
-    ValueError); without one, the data folder's copy, downloaded when absent."""
+    With a mirror its copy is used; without one, the data folder's copy, downloaded when absent.
+    An existing copy is checksum-checked either way; a missing mirror copy or a mismatch is a
+    one-line ValueError."""
     if name not in entries:
         raise ValueError(f"unknown public file {name!r}; defined in public_data: {sorted(entries)}")
     entry = entries[name]
@@ -83,6 +84,8 @@ def locate(
         verify(path, entry["sha256"], f"public file {name!r} (data_mirror)")
         return path, False
     path = Path(resources) / entry["file"]
+    if path.is_file():  # downloaded before: still the pinned file?
+        verify(path, entry["sha256"], f"public file {name!r} (delete it to download it again)")
     return path, not path.is_file()
 
 

@@ -55,10 +55,11 @@ def hub_offline() -> str | None:
     return None
 
 
-def missing_path(path: str | Path, what: str) -> str:
-    """The one-line message for a local path that does not exist."""
+def missing_path(path: str | Path, what: str, hub_hint: bool = True) -> str:
+    """The one-line message for a local path that does not exist (with `hub_hint`, a path shaped
+    like a hub id is told how to name the hub)."""
     text = str(path)
-    if is_hub_id(text) and not has_data_suffix(text):  # owner/name, not a file such as a/b.jsonl
+    if hub_hint and is_hub_id(text) and not has_data_suffix(text):  # not a file like a/b.jsonl
         return (
             f"{what} not found: {text} (a local path; to read it from the Hugging Face hub, "
             f"write hub: {text})"
