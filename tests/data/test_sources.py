@@ -73,6 +73,8 @@ def test_missing_paths_say_how_to_name_the_hub() -> None:
         "write hub: openai/gsm8k)"
     )
     assert missing_path("data/nothere.parquet", "file") == "file not found: data/nothere.parquet"
+    assert missing_path("o/tok", "tokenizer", None) == "tokenizer not found: o/tok"  # no hub there
+    assert missing_path("o/m", "policy", "base: hub:").endswith("write base: hub:o/m)")
     assert "URLs are not fetched" in missing_path("https://x/y.parquet", "file")
     assert hub_model_id("hub:Qwen/Qwen2.5-Math-1.5B") == "Qwen/Qwen2.5-Math-1.5B"
     assert hub_model_id("Qwen/Qwen2.5-Math-1.5B") is None  # a local directory, by its name

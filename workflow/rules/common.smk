@@ -96,8 +96,9 @@ def hub_entry(hub, where):
     return hub
 
 
-def data_file(ref, where, optional=False):
-    """The local path a job reads for a file reference (a path or {public: name}); None = skip."""
+def data_file(ref, where, optional=False, hint=None):
+    """The local path a job reads for a file reference (a path or {public: name}); None = skip.
+    `hint` ("hub: ") where the entry could name the hub instead of a missing hub-shaped path."""
     if isinstance(ref, dict):
         name = ref["public"]
         try:
@@ -112,7 +113,7 @@ def data_file(ref, where, optional=False):
     if optional:
         _note(f"skipping {ref}: not found (optional)")
         return None
-    _fail(where, missing_path(ref, "input path"))
+    _fail(where, missing_path(ref, "input path", hint))
 
 
 POLICY_TABLE = "base_policy"  # the base policy's own pass rates (rule estimate_pass_rates)
@@ -140,7 +141,8 @@ def _table_input(name, spec):
         return None
     if given == ["public"]:
         return data_file({"public": spec["public"]}, f"{where}.public")
-    return data_file(spec["path"], f"{where}.path", spec["optional"]) or False
+    hint = "hub: " if spec["kind"] == "bigmath" else None
+    return data_file(spec["path"], f"{where}.path", spec["optional"], hint) or False
 
 
 TABLE_INPUTS = {name: _table_input(name, spec) for name, spec in config["passrate_tables"].items()}
@@ -183,7 +185,7 @@ if POLICY_ENABLED and not BASE_MODEL:
     if hub_model_id(_base) is not None:
         hub_entry(hub_model_id(_base), "model.base")
     elif not Path(_base).is_dir():
-        _fail("model.base", missing_path(_base, "policy directory").replace("hub: ", "base: hub:"))
+        _fail("model.base", missing_path(_base, "policy directory", hint="base: hub:"))
 
 
 def _task_spec(spec, where):
@@ -198,7 +200,7 @@ def _task_spec(spec, where):
     elif "hub" in spec:
         hub_entry(spec["hub"], f"{where}.hub")
     elif "path" in spec:
-        data_file(spec["path"], f"{where}.path")
+        data_file(spec["path"], f"{where}.path", hint="hub: ")
     return spec
 
 
@@ -295,7 +297,7 @@ REAL_LENGTH_INPUTS = {
     and (path := data_file(REAL[name], f"real_lengths.{name}", REAL["optional"])) is not None
 }
 if REAL_LENGTH_INPUTS and REAL["tokenizer"] is not None and not Path(REAL["tokenizer"]).is_dir():
-    _fail("real_lengths.tokenizer", missing_path(REAL["tokenizer"], "tokenizer directory", False))
+    _fail("real_lengths.tokenizer", missing_path(REAL["tokenizer"], "tokenizer directory", None))
 
 
 # ------------------------------------------------------------------ adaptive group sizes
@@ -341,7 +343,7 @@ RUNS_EXTERNAL = [
 ]
 for _name in RUNS_EXTERNAL:  # a tokenizer is read locally, never looked up on the hub
     if (_tok := config["runs"][_name].get("tokenizer")) and not Path(_tok).is_dir():
-        _fail(f"runs.{_name}.tokenizer", missing_path(_tok, "tokenizer directory", False))
+        _fail(f"runs.{_name}.tokenizer", missing_path(_tok, "tokenizer directory", None))
 
 
 def run_spec(wildcards):

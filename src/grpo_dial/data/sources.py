@@ -55,14 +55,15 @@ def hub_offline() -> str | None:
     return None
 
 
-def missing_path(path: str | Path, what: str, hub_hint: bool = True) -> str:
-    """The one-line message for a local path that does not exist (with `hub_hint`, a path shaped
-    like a hub id is told how to name the hub)."""
+def missing_path(path: str | Path, what: str, hint: str | None = "hub: ") -> str:
+    """The one-line message for a local path that does not exist. A path shaped like a hub id
+    is told what to write to read the hub (`hint` + id: "hub: " in a spec, "base: hub:" for a
+    model; None where the hub is never read, e.g. tokenizers)."""
     text = str(path)
-    if hub_hint and is_hub_id(text) and not has_data_suffix(text):  # not a file like a/b.jsonl
+    if hint and is_hub_id(text) and not has_data_suffix(text):  # not a file such as a/b.jsonl
         return (
             f"{what} not found: {text} (a local path; to read it from the Hugging Face hub, "
-            f"write hub: {text})"
+            f"write {hint}{text})"
         )
     if is_url(text):
         return f"{what} not found: {text} (URLs are not fetched; download it and give its path)"

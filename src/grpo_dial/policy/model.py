@@ -178,7 +178,7 @@ def load_policy(
     if hub is not None:
         text = check_hub_id(hub, "model.base")
     elif not Path(text).is_dir():
-        raise ValueError(missing_path(text, "policy directory").replace("hub: ", "base: hub:"))
+        raise ValueError(missing_path(text, "policy directory", hint="base: hub:"))
     torch_dtype = _resolve_dtype(dtype, device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(text)
