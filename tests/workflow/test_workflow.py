@@ -251,9 +251,19 @@ def test_rule_download_fetches_each_file_checked_and_atomically(tmp_path, shared
         else:
             source = shared_data / entry["file"]
             assert target.read_bytes() == source.read_bytes(), name
-    log = (tmp_path / "results/logs/download/dapo/dapo_fig3b_accuracy1_fraction.csv.log")
+    log = tmp_path / "results/logs/download/dapo/dapo_fig3b_accuracy1_fraction.csv.log"
     errors = [line for line in log.read_text().splitlines() if "ERROR" in line]
     assert len(errors) == 1 and "checksum mismatch for file://" in errors[0], errors
+
+    # offline: true refuses even a download named on the command line
+    config["offline"] = True
+    config["dapo_consistency"]["curve"] = None  # its file is missing: the DAG build would stop
+    target = "resources/" + config["public_data"]["math500"]["file"]
+    (tmp_path / target).unlink()
+    result = snakemake(tmp_path, config, target)
+    assert result.returncode != 0 and not (tmp_path / target).exists()
+    log = tmp_path / "results/logs/download/math500/test.jsonl.log"
+    assert "offline: true: not downloading file://" in log.read_text()
 
 
 @pytest.mark.workflow

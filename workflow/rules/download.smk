@@ -9,6 +9,7 @@ rule download:
     params:
         url=lambda wildcards: PUBLIC[PUBLIC_FILES[wildcards.file]]["url"],
         sha256=lambda wildcards: PUBLIC[PUBLIC_FILES[wildcards.file]]["sha256"],
+        offline=OFFLINE,
     conda:
         "../../envs/grpo-dial.yaml"
     script:
