@@ -167,6 +167,18 @@ def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment
     assert not (tmp_path / "results").exists()
 
 
+def test_results_dir_dot_on_the_command_line_fails_in_one_line(tmp_path):
+    (tmp_path / "finished.csv").write_text("kept\n")
+    config = tiny_config(tmp_path / "results")
+    result = snakemake(tmp_path, config, "-n", "--config", "results_dir=.")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    line = "config error at 'results_dir': '.' is the working directory or a folder above it"
+    assert any(line in text for text in output.splitlines()), output[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "finished.csv"]
+    assert (tmp_path / "finished.csv").read_text() == "kept\n"
+
+
 def test_missing_optional_inputs_are_skipped_with_a_note(tmp_path):
     """`optional: true` on a local path (an explicit choice) still skips, with a note."""
     config = tiny_config(tmp_path / "results")

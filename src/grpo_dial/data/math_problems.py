@@ -130,9 +130,12 @@ def check_spec(spec: object) -> dict:
         )
     valid = COMMON_KEYS + FILTER_KEYS[dataset]
     if unknown := sorted(set(spec) - set(valid)):
+        hint = (  # the workflow (or data.public.with_public_paths) turns public: into a path
+            "; public: <name> is resolved by the workflow" if "public" in unknown else ""
+        )
         raise ValueError(
             f"unknown key(s) {', '.join(map(str, unknown))} in {dataset} spec; "
-            f"valid: {', '.join(valid)}"
+            f"valid: {', '.join(valid)}{hint}"
         )
     if ("path" in spec) == ("hub" in spec):
         raise ValueError(
