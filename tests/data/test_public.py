@@ -76,6 +76,9 @@ def test_locate_prefers_the_mirror_and_checks_it(origin, tmp_path) -> None:
     assert locate("curve", entries, None, resources) == (resources / "curve.csv", True)
     with pytest.raises(ValueError, match="not in data_mirror"):
         locate("curve", entries, tmp_path, resources)
+    # data_mirror: auto may hold only some files: the others are downloaded
+    assert locate("curve", entries, tmp_path, resources, True) == (resources / "curve.csv", True)
+    assert locate("curve", entries, origin.parent, resources, True) == (origin, False)
     with pytest.raises(ValueError, match="unknown public file 'other'"):
         locate("other", entries, None, resources)
     bad = {"curve": {**entries["curve"], "sha256": "a" * 64}}

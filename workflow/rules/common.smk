@@ -102,7 +102,7 @@ def data_file(ref, where, optional=False, hint=None):
     if isinstance(ref, dict):
         name = ref["public"]
         try:
-            path, needed = locate(name, PUBLIC, MIRROR, RESOURCES)
+            path, needed = locate(name, PUBLIC, MIRROR, RESOURCES, config["data_mirror"] == "auto")
         except ValueError as error:
             _fail(where, str(error))
         if needed and OFFLINE:  # else rule download writes `path` before the jobs that read it

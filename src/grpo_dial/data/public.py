@@ -67,17 +67,21 @@ def verify(path: str | Path, sha256: str, what: str) -> None:
 
 
 def locate(
-    name: str, entries: Mapping[str, Mapping], mirror: str | Path | None, resources: str | Path
+    name: str,
+    entries: Mapping[str, Mapping],
+    mirror: str | Path | None,
+    resources: str | Path,
+    partial_mirror: bool = False,
 ) -> tuple[Path, bool]:
     """(path a job reads, whether rule download must write it) for public file `name`.
 
     With a mirror its copy is used; without one, the data folder's copy, downloaded when absent.
-    An existing copy is checksum-checked either way; a missing mirror copy or a mismatch is a
-    one-line ValueError."""
+    An existing copy is checksum-checked either way; a mismatch is a one-line ValueError, and so
+    is a file the mirror lacks, unless `partial_mirror` (data_mirror: auto) lets it download."""
     if name not in entries:
         raise ValueError(f"unknown public file {name!r}; defined in public_data: {sorted(entries)}")
     entry = entries[name]
-    if mirror is not None:
+    if mirror is not None and (not partial_mirror or (Path(mirror) / entry["file"]).is_file()):
         path = Path(mirror) / entry["file"]
         if not path.is_file():
             raise ValueError(f"public file {name!r} not in data_mirror: {path} not found")
