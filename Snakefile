@@ -13,6 +13,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/download.smk"
 include: "workflow/rules/passrates.smk"
 include: "workflow/rules/theory.smk"
 include: "workflow/rules/difficulty.smk"

@@ -252,11 +252,16 @@ def test_bad_filter_values(tmp_path, shared_data):
         load_mix([])
 
 
-def test_spec_defaults():
-    assert check_spec({"dataset": "gsm8k"}) == {
-        "dataset": "gsm8k", "path": "openai/gsm8k", "split": "train", "n": None, "seed": 0,
+def test_spec_defaults_and_no_implicit_hub():
+    assert check_spec({"dataset": "gsm8k", "hub": "openai/gsm8k"}) == {
+        "dataset": "gsm8k", "hub": "openai/gsm8k", "split": "train", "n": None, "seed": 0,
     }  # fmt: skip
-    assert check_spec({"dataset": "math500"})["split"] == "test"
+    assert check_spec({"dataset": "math500", "path": "x.jsonl"})["split"] == "test"
+    for spec in ({"dataset": "gsm8k"}, {"dataset": "gsm8k", "path": "a", "hub": "o/n"}):
+        with pytest.raises(ValueError, match="exactly one of 'path'.* and 'hub'"):
+            check_spec(spec)  # no default hub id: a spec names where its data is
+    with pytest.raises(ValueError, match="hub must be a hub id owner/name"):
+        check_spec({"dataset": "gsm8k", "hub": "data/x/y.jsonl"})
 
 
 # ----------------------------------------------------------------------------- hub ids
@@ -297,12 +302,12 @@ def fake_hub(monkeypatch):
     return calls
 
 
-def test_hub_ids_route_to_load_dataset(fake_hub):
-    table, _ = load_source({"dataset": "gsm8k", "path": "openai/gsm8k", "split": "test"})
+def test_explicit_hub_ids_route_to_load_dataset(fake_hub):
+    table, _ = load_source({"dataset": "gsm8k", "hub": "openai/gsm8k", "split": "test"})
     assert table["reference"].tolist() == ["2"]
-    table, _ = load_source({"dataset": "math500", "path": "HuggingFaceH4/MATH-500"})
+    table, _ = load_source({"dataset": "math500", "hub": "HuggingFaceH4/MATH-500"})
     assert table["difficulty"].tolist() == ["level1"]
-    table, _ = load_source({"dataset": "bigmath", "path": "SynthLabsAI/Big-Math-RL-Verified"})
+    table, _ = load_source({"dataset": "bigmath", "hub": "SynthLabsAI/Big-Math-RL-Verified"})
     assert table["difficulty"].tolist() == ["unknown"] and math.isnan(table["prior_pass_rate"][0])
     assert fake_hub == [
         (("openai/gsm8k", "main"), {"split": "test"}),
@@ -318,6 +323,18 @@ def test_hub_failures_are_one_line(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     for dataset, hub in (("gsm8k", "openai/gsm8k"), ("bigmath", "open-r1/x")):
         with pytest.raises(ValueError) as err:
-            load_source({"dataset": dataset, "path": hub})
+            load_source({"dataset": dataset, "hub": hub})
         assert f"{hub!r}: ConnectionError: no network here" in str(err.value)
         assert "\n" not in str(err.value)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # honoured: the libraries read their cache
+    with pytest.raises(ValueError, match="HF_DATASETS_OFFLINE is set: only the local"):
+        load_source({"dataset": "gsm8k", "hub": "openai/gsm8k"})
+
+
+@pytest.mark.parametrize("dataset", ["gsm8k", "math500", "bigmath"])
+def test_a_missing_path_shaped_like_a_hub_id_is_never_downloaded(fake_hub, dataset):
+    with pytest.raises(ValueError) as err:
+        load_source({"dataset": dataset, "path": "openai/gsm8k"})
+    text = str(err.value)
+    assert "not found: openai/gsm8k" in text and "write hub: openai/gsm8k" in text, text
+    assert "\n" not in text and fake_hub == []  # load_dataset was never called

@@ -154,18 +154,21 @@ def test_bigmath_has_no_demonstration(tmp_path):
         t.demonstration(p, "terse", RNG)
 
 
+G = {"dataset": "gsm8k", "path": "x.jsonl"}  # a spec that is checked, never read
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"train": [], "heldout": [{"dataset": "gsm8k"}]}, "needs at least one source spec"),
-        ({"train": {"dataset": "gsm8k"}, "heldout": []}, "must be a list of source specs"),
-        ({"train": [{"dataset": "gsm8k", "levels": [1]}], "heldout": [{"dataset": "gsm8k"}]},
+        ({"train": [], "heldout": [G]}, "needs at least one source spec"),
+        ({"train": G, "heldout": []}, "must be a list of source specs"),
+        ({"train": [{"dataset": "gsm8k", "levels": [1]}], "heldout": [G]},
          "unknown key(s) levels in gsm8k spec"),
-        ({"train": [{"dataset": "gsm8k"}], "heldout": [{"dataset": "gsm8k"}],
+        ({"train": [G], "heldout": [G],
           "prompt_template": "no slot"}, "must contain '{problem}' exactly once"),
-        ({"train": [{"dataset": "gsm8k"}], "heldout": [{"dataset": "gsm8k"}],
+        ({"train": [G], "heldout": [G],
           "verify_timeout": -1}, "verify timeout must be a number of seconds > 0"),
-        ({"train": [{"dataset": "gsm8k"}], "heldout": [{"dataset": "gsm8k"}], "size": 3},
+        ({"train": [G], "heldout": [G], "size": 3},
          "unknown option 'size' for task 'math'"),
     ],
 )  # fmt: skip

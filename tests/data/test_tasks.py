@@ -413,3 +413,52 @@ def test_call_errors() -> None:
         TASK.corpus(3, 0, {"long": 1.0})
     with pytest.raises(ValueError, match="could not draw|holds only"):
         ArithmeticTask(operands=2, digits=1).problems("eval", 1000, 0)
+
+
+# ------------------------------------------------------------------------------ option schema
+
+
+def test_each_task_declares_its_options_from_its_own_fields() -> None:
+    from dataclasses import fields
+
+    from grpo_dial.data.tasks import task_options
+
+    arithmetic = task_options(ArithmeticTask)
+    assert [o.name for o in arithmetic] == [f.name for f in fields(ArithmeticTask)]
+    assert all(o.help and not o.required for o in arithmetic)  # every field has help text
+    assert [o.default for o in arithmetic] == [(2, 4), (1, 3), None]
+    math = {o.name: o for o in task_options(TASKS["math"])}  # a plain class: its constructor
+    assert [n for n, o in math.items() if o.required] == ["train", "heldout"]
+    assert math["verify_timeout"].default == 5.0
+
+
+def test_a_new_field_is_an_option_without_other_changes() -> None:
+    """Options are derived, so a field another engineer adds is validated automatically."""
+    from dataclasses import dataclass, field
+
+    from grpo_dial.data.tasks import task_options
+
+    @dataclass(frozen=True)
+    class Wider(ArithmeticTask):
+        carries: int = field(default=0, metadata={"help": "at least this many carries"})
+
+    assert task_options(Wider)[-1].name == "carries"
+    assert task_options(Wider)[-1].help == "at least this many carries"
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "line"),
+    [
+        ("arithmetic", {"operands": 9}, "config error at 'task.options.operands': operands must"),
+        ("arithmetic", {"operandz": 2}, "config error at 'task.options.operandz': unknown option"),
+        ("arith", {}, "config error at 'task.name': unknown task 'arith'; valid tasks"),
+        ("math", {"train": []}, "config error at 'task.options': task 'math' needs option(s)"),
+        ("arithmetic", [1], "config error at 'task.options': must be a mapping"),
+    ],
+)
+def test_option_errors_are_one_config_line(name: str, options: object, line: str) -> None:
+    from grpo_dial.data.tasks import option_error
+
+    error = option_error(name, options)
+    assert error is not None and error.startswith(line) and "\n" not in error, error
+    assert option_error("arithmetic", {"operands": [2, 3]}) is None

@@ -264,11 +264,13 @@ def test_bigmath_directory_and_dispatcher(tmp_path: Path, bigmath_file: Path) ->
 
 
 def test_bigmath_bad_inputs(tmp_path: Path, bigmath_file: Path) -> None:
-    with pytest.raises(ValueError, match="nor a URL or hub id") as info:
+    with pytest.raises(ValueError, match="bigmath data not found") as info:
         load_bigmath(tmp_path / "nowhere.parquet")
     assert "nowhere.parquet" in _one_line_error(info)
-    with pytest.raises(ValueError, match="nor a URL or hub id"):
+    with pytest.raises(ValueError, match="not found: data/missing/bigmath.parquet$"):
         load_bigmath("data/missing/bigmath.parquet")  # a relative path, not owner/name
+    with pytest.raises(ValueError, match="exactly one of 'path'"):
+        load_bigmath(bigmath_file, hub="open-r1/x")
     with pytest.raises(ValueError, match="solve_rate_band"):
         load_bigmath(bigmath_file, solve_rate_band=(0.8, 0.2))
     pq.write_table(
@@ -290,10 +292,46 @@ def test_bigmath_bad_inputs(tmp_path: Path, bigmath_file: Path) -> None:
         ({"kind": "math_cot", "path": "no/such.jsonl"}, "file not found: no/such.jsonl"),
         ({"kind": "gsm8k_solutions", "path": "x", "seed": 1}, "unknown key.* seed .*valid: path"),
         ({"kind": "synthetic", "n_prompts": 0}, "n_prompts and n must be >= 1"),
-        ({"kind": "bigmath", "path": "a", "source": "b"}, "'path' or 'source', not both"),
+        ({"kind": "bigmath", "path": "a", "source": "b"}, "unknown key.* source"),
+        ({"kind": "bigmath", "path": "a.parquet", "hub": "o/n"}, "exactly one of 'path'"),
+        ({"kind": "math_cot", "hub": "o/n"}, "unknown key.* hub .*only bigmath reads the hub"),
+        ({"kind": "bigmath", "hub": "not a hub id"}, "hub must be a hub id owner/name"),
     ],
 )
 def test_bad_specs_name_the_problem(spec: dict, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern) as info:
         load_passrates(spec)
     _one_line_error(info)
+
+
+@pytest.fixture
+def hub_calls(monkeypatch) -> list:
+    """datasets.load_dataset replaced by a recorder returning Big-Math-schema rows (no network)."""
+    import datasets
+
+    calls = []
+
+    def load_dataset(*args, **kwargs):
+        calls.append((args, kwargs))
+        return datasets.Dataset.from_list(
+            [{"problem": "p", "source": "math", "llama8b_solve_rate": 0.5}]
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls
+
+
+def test_the_hub_is_read_only_when_named(hub_calls: list, tmp_path: Path) -> None:
+    table, _ = load_passrates({"kind": "bigmath", "hub": "open-r1/Big-Math-RL-Verified-Processed"})
+    assert list(table["k"]) == [32]
+    assert hub_calls == [(("open-r1/Big-Math-RL-Verified-Processed",), {"split": "train"})]
+    for spec in (
+        {"kind": "bigmath", "path": "open-r1/Big-Math-RL-Verified-Processed"},
+        {"kind": "gsm8k_solutions", "path": "openai/gsm8k"},
+        {"kind": "bigmath", "path": "data/nothere.parquet"},  # the typo of issue 16
+    ):
+        with pytest.raises(ValueError, match=f"not found: {spec['path']}") as info:
+            load_passrates(spec)
+        text = _one_line_error(info)
+        assert ("write hub:" in text) is (not spec["path"].endswith(".parquet")), text
+    assert len(hub_calls) == 1  # a missing local path never reached load_dataset

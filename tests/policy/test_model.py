@@ -104,7 +104,7 @@ def test_load_policy_defaults_dtype_and_errors(tok, tmp_path):
     assert next(model16.parameters()).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="float32"):
         load_policy(str(tmp_path / "p"), dtype="fp16")
-    with pytest.raises(ValueError, match="neither a directory nor a hub id"):
+    with pytest.raises(ValueError, match="policy directory not found: .*deeper$"):
         load_policy(str(tmp_path / "missing" / "deeper"))
 
 

@@ -109,3 +109,13 @@ def test_mass_shares_equal_the_formulas(bigmath, analysed):
             assert float(row["share"].iloc[0]) == pytest.approx(
                 weight[inside].sum() / weight.sum(), rel=1e-12
             )
+
+
+def test_the_stage_reads_the_file_the_workflow_hands_it(bigmath, tmp_path):
+    """The workflow passes a table's file (a local path, a mirror copy or a download) as the
+    job's input `source`, which replaces any path in the spec."""
+    path, k = bigmath
+    table = tmp_path / "bigmath.parquet"
+    spec = {"kind": "bigmath", "path": str(tmp_path / "not-read.parquet")}
+    passrates({"source": str(path)}, {"table": str(table)}, {"spec": spec})
+    assert sorted(read_table(table)["k"]) == sorted(k)

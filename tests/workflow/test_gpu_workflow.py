@@ -119,7 +119,7 @@ def test_local_gpu_profile_caps_gpu_jobs():
 
 @pytest.mark.parametrize(
     ("base", "built"),
-    [("smollm2", "convert_smollm"), ("some-org/some-model", None)],  # tiny: test_workflow
+    [("smollm2", "convert_smollm"), ("hub:some-org/some-model", None)],  # tiny: test_workflow
 )
 def test_base_model_decides_what_the_workflow_builds(tmp_path, base, built):
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())

@@ -33,15 +33,10 @@ def tiny_config(results: Path) -> dict:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["results_dir"] = str(results)
     config["passrate_tables"]["synthetic"]["n_prompts"] = 3000
-    for name in ("gsm8k_logged", "math_cot_100"):
-        spec = config["passrate_tables"][name]
-        spec["path"] = str((REPO / spec["path"]).resolve())
     config["theory"]["identity"]["n_groups"] = 2000
     config["simulate"].update(n_prompts=400, steps=25, tables=["synthetic"])
     config["dials"] = {}  # the analysis half only; the policy chain has its own smoke test
-    config["dapo_consistency"].update(
-        curve=str((REPO / config["dapo_consistency"]["curve"]).resolve()), n_boot=20
-    )
+    config["dapo_consistency"]["n_boot"] = 20
     return config
 
 
@@ -89,17 +84,17 @@ def test_default_dry_run_lists_every_analysis_job():
     )
     assert result.returncode == 0, result.stderr
     jobs = planned_jobs(result.stdout)
-    assert ANALYSIS_RULES - {"dapo_consistency", "dapo_figure"} <= set(jobs)
-    n_tables = 3 if SHARED_DATA.exists() else 1
-    assert jobs["passrates"] == n_tables
+    assert ANALYSIS_RULES <= set(jobs)
+    # synthetic and the two public logged-response tables (mirror or download: never skipped)
+    assert jobs["passrates"] == 3
     # plus the base policy's own table from estimate_pass_rates
-    assert jobs["difficulty_analysis"] == n_tables + 1
-    assert jobs["difficulty_figure"] == n_tables + 1
+    assert jobs["difficulty_analysis"] == 4 and jobs["difficulty_figure"] == 4
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     assert jobs["warm_start"] == 1 and jobs["estimate_pass_rates"] == 1
     assert jobs["train"] == len(default["dials"]) * len(default["train"]["seeds"])
-    if SHARED_DATA.exists():
-        assert jobs["dapo_consistency"] == 1
+    assert jobs["dapo_consistency"] == 1 and jobs["real_lengths"] == 1
+    # data_mirror: auto reads ../shared/data when it is beside the repository, else downloads
+    assert jobs.get("download", 0) == (0 if SHARED_DATA.exists() else 3)
 
 
 @pytest.mark.parametrize(
@@ -113,6 +108,48 @@ def test_default_dry_run_lists_every_analysis_job():
             {"passrate_tables": {"x": {"kind": "math_cot", "path": "/nope.jsonl"}}},
             "input path not found: /nope.jsonl",
         ),
+        (  # issue 16's typo: failed at the job, after a hub lookup; now at DAG build
+            {"passrate_tables": {"x": {"kind": "bigmath", "path": "data/nothere.parquet"}}},
+            "config error at 'passrate_tables.x.path': input path not found: data/nothere.parquet",
+        ),
+        (  # an old config's hub id in `path`: never looked up, the line says what to write
+            {"passrate_tables": {"x": {"kind": "bigmath", "path": "open-r1/Big-Math"}}},
+            "not found: open-r1/Big-Math (a local path; to read it from the Hugging Face hub, "
+            "write hub: open-r1/Big-Math)",
+        ),
+        (
+            {"passrate_tables": {"x": {"kind": "math_cot", "hub": "o/n"}}},
+            "only kind bigmath reads the hub",
+        ),
+        (
+            {"real_lengths": {"math_cot": {"public": "math_cot_100"}, "tokenizer": "o/tok"}},
+            "config error at 'real_lengths.tokenizer': tokenizer directory not found: o/tok",
+        ),
+        ({"results_dir": "."}, "config error at 'results_dir': '.' is the working directory"),
+        ({"results_dir": ""}, "config error at 'results_dir'"),
+        ({"results_dir": str(REPO)}, "is the repository or a folder above it"),
+        ({"results_dir": str(REPO.parent)}, "is the repository or a folder above it"),
+        ({"results_dir": str(REPO / "src" / "out")}, "inside the repository's src/"),
+        ({"resources_dir": "/"}, "config error at 'resources_dir'"),
+        ({"task": {"options": {"operands": 9}}}, "config error at 'task.options.operands'"),
+        ({"task": {"options": {"size": 2}}}, "unknown option 'size' for task 'arithmetic'"),
+        ({"task": {"name": "math", "options": {"train": []}}}, "needs option(s): heldout"),
+        ({"data_mirror": "/no/such/mirror"}, "config error at 'data_mirror': folder not found"),
+        ({"passrate_tables": {"x": {"kind": "math_cot", "public": "nope"}}}, "unknown public file"),
+        ({"offline": True, "data_mirror": None}, "offline: true, but public file"),
+        (
+            {"offline": True, "passrate_tables": {"b": {"kind": "bigmath", "hub": "o/n"}}},
+            "config error at 'passrate_tables.b.hub': offline: true refuses hub access (o/n)",
+        ),
+        (
+            {"dials": {"grpo": {"preset": "grpo"}}, "model": {"base": "Qwen/Qwen2.5-Math-1.5B"}},
+            "config error at 'model.base': policy directory not found: Qwen/Qwen2.5-Math-1.5B "
+            "(a local path; to read it from the Hugging Face hub, write base: hub:Qwen/",
+        ),
+        (
+            {"offline": True, "dials": {"g": {"preset": "grpo"}}, "model": {"base": "hub:o/n"}},
+            "config error at 'model.base': offline: true refuses hub access",
+        ),
     ],
 )
 def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment):
@@ -125,20 +162,120 @@ def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment
     result = snakemake(tmp_path, config, "-n")
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert fragment in output
+    assert any(fragment in line for line in output.splitlines()), output[-2000:]  # one line
     assert "Traceback" not in output
     assert not (tmp_path / "results").exists()
 
 
-def test_missing_optional_inputs_are_skipped_with_a_note(tmp_path):
+def test_results_dir_dot_on_the_command_line_fails_in_one_line(tmp_path):
+    (tmp_path / "finished.csv").write_text("kept\n")
     config = tiny_config(tmp_path / "results")
-    config["passrate_tables"]["gsm8k_logged"]["path"] = str(tmp_path / "absent.jsonl")
-    config["dapo_consistency"]["curve"] = str(tmp_path / "absent.csv")
+    result = snakemake(tmp_path, config, "-n", "--config", "results_dir=.")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    line = "config error at 'results_dir': '.' is the working directory or a folder above it"
+    assert any(line in text for text in output.splitlines()), output[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "finished.csv"]
+    assert (tmp_path / "finished.csv").read_text() == "kept\n"
+
+
+def test_missing_optional_inputs_are_skipped_with_a_note(tmp_path):
+    """`optional: true` on a local path (an explicit choice) still skips, with a note."""
+    config = tiny_config(tmp_path / "results")
+    config["passrate_tables"]["gsm8k_logged"] = {
+        "kind": "gsm8k_solutions", "path": str(tmp_path / "absent.jsonl"), "optional": True,
+    }  # fmt: skip
+    config["dapo_consistency"].update(curve=str(tmp_path / "absent.csv"), optional=True)
     result = snakemake(tmp_path, config, "-n")
     assert result.returncode == 0, result.stderr
     assert "skipping" in result.stderr and "absent.jsonl" in result.stderr, result.stderr
     jobs = planned_jobs(result.stdout)
     assert "dapo_consistency" not in jobs
+
+
+def test_public_files_are_downloaded_without_a_mirror_and_read_from_it_with_one(tmp_path):
+    config = tiny_config(tmp_path / "results")
+    config["data_mirror"] = None
+    jobs = planned_jobs(snakemake(tmp_path, config, "-n").stdout)
+    assert jobs["download"] == 3  # gsm8k_solutions, math_cot_100, dapo_fig3b
+    assert jobs["passrates"] == 3 and jobs["dapo_consistency"] == 1
+    gpu = yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())
+    with_gpu = {**config, "task": gpu["task"], "dials": {"grpo": {"preset": "grpo"}}}
+    with_gpu["model"] = {**config["model"], "base": "tiny"}
+    jobs = planned_jobs(snakemake(tmp_path, with_gpu, "-n").stdout)
+    assert jobs["download"] == 6  # and GSM8K train / test, MATH-500 for the math task
+
+
+def test_a_fresh_clone_without_shared_data_lists_the_downloads(tmp_path):
+    """The repository copied where no shared/data sits beside it: data_mirror auto finds no
+    mirror, so the embedded default's dry run lists one download per public file it reads, and
+    nothing is skipped."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake", "results", "resources")
+    for name in ("Snakefile", "workflow", "config", "src"):
+        copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
+        copy(REPO / name, clone / name, **({"ignore": skip} if copy is shutil.copytree else {}))
+    result = subprocess.run(
+        [*SNAKEMAKE, "-n", "--cores", "1", "--configfile", "config/config.yaml"],
+        cwd=clone, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = planned_jobs(result.stdout)
+    assert jobs["download"] == 3 and jobs["passrates"] == 3
+    assert jobs["dapo_consistency"] == 1 and jobs["real_lengths"] == 1
+    assert "skipping" not in result.stderr
+    public = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["public_data"]
+    for name in ("gsm8k_solutions", "math_cot_100", "dapo_fig3b"):
+        assert f"output: resources/{public[name]['file']}\n" in result.stdout, name
+
+
+def test_a_mirror_copy_that_differs_from_its_pin_stops_the_dag_build(tmp_path, shared_data):
+    config = tiny_config(tmp_path / "results")
+    config["data_mirror"] = str(shared_data)
+    jobs = planned_jobs(snakemake(tmp_path, config, "-n").stdout)
+    assert "download" not in jobs and jobs["passrates"] == 3 and jobs["real_lengths"] == 1
+    config["public_data"]["math_cot_100"]["sha256"] = "0" * 64
+    result = snakemake(tmp_path, config, "-n")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    assert "checksum mismatch for public file 'math_cot_100' (data_mirror)" in output
+    assert "expected " + "0" * 64 in output and not (tmp_path / "results").exists()
+
+
+@pytest.mark.workflow
+def test_rule_download_fetches_each_file_checked_and_atomically(tmp_path, shared_data):
+    """Rule download over file:// URLs (the mirror's files as origins): each file lands checked;
+    a checksum mismatch fails that job in one log line and leaves no file, the others kept."""
+    config = tiny_config(tmp_path / "results")
+    config["data_mirror"] = None
+    for entry in config["public_data"].values():
+        entry["url"] = (shared_data / entry["file"]).as_uri()
+    config["public_data"]["dapo_fig3b"]["sha256"] = "0" * 64
+    files = [f"resources/{e['file']}" for e in config["public_data"].values()]
+    result = snakemake(tmp_path, config, "--keep-going", *files)
+    assert result.returncode != 0
+    for name, entry in config["public_data"].items():
+        target = tmp_path / "resources" / entry["file"]
+        if name == "dapo_fig3b":
+            assert not target.exists()  # nor its temp file
+            assert not target.parent.exists() or list(target.parent.iterdir()) == []
+        else:
+            source = shared_data / entry["file"]
+            assert target.read_bytes() == source.read_bytes(), name
+    log = tmp_path / "results/logs/download/dapo/dapo_fig3b_accuracy1_fraction.csv.log"
+    errors = [line for line in log.read_text().splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "checksum mismatch for file://" in errors[0], errors
+
+    # offline: true refuses even a download named on the command line
+    config["offline"] = True
+    config["dapo_consistency"]["curve"] = None  # its file is missing: the DAG build would stop
+    target = "resources/" + config["public_data"]["math500"]["file"]
+    (tmp_path / target).unlink()
+    result = snakemake(tmp_path, config, target)
+    assert result.returncode != 0 and not (tmp_path / target).exists()
+    log = tmp_path / "results/logs/download/math500/test.jsonl.log"
+    assert "offline: true: not downloading file://" in log.read_text()
 
 
 @pytest.mark.workflow

@@ -1,5 +1,10 @@
-"""Helpers shared by the rules: config validation and target lists. No torch import here."""
+"""Helpers shared by the rules: config validation, data and hub checks, target lists.
 
+Every config problem stops the DAG build with one line (a WorkflowError), before any job runs.
+No torch import here.
+"""
+
+import os
 import re
 import sys
 from pathlib import Path
@@ -28,40 +33,120 @@ if _error is not None:
     raise WorkflowError(_error)
 validate(config, "../schemas/config.schema.yaml")  # fills the schema's defaults
 
-RESULTS = config["results_dir"]
-# The hub-id rule has one home, grpo_dial.data.sources (standard library only, so no torch at
-# parse time); the repository's own source first, as in the rule scripts.
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from grpo_dial.data.sources import is_remote  # noqa: E402
+# The hub-id and public-file rules have one home each, grpo_dial.data.sources and .public
+# (standard library only, so no torch at parse time); the repository's own source first.
+REPO = Path(workflow.basedir).resolve()
+sys.path.insert(0, str(REPO / "src"))
+from grpo_dial.data.public import check_entry, locate, mirror_folder, unsafe_output_dir  # noqa: E402
+from grpo_dial.data.sources import (  # noqa: E402
+    OFFLINE_VARIABLES,
+    hub_model_id,
+    hub_offline,
+    is_hub_id,
+    missing_path,
+)
 
 
 def _note(message):
     print(f"grpo-dial: {message}", file=sys.stderr)
 
 
-def _available(path, optional, allow_hub_id=False):
-    """Whether a configured input can be read; a missing required file stops the DAG build."""
-    remote = is_remote(path)
-    if Path(path).exists() or (allow_hub_id and remote):
-        return True
+def _fail(where, message):
+    raise WorkflowError(f"config error at '{where}': {message}")
+
+
+def _output_dir(key):
+    """results_dir / resources_dir: a folder of its own, never the repository or above it."""
+    if (problem := unsafe_output_dir(config[key], REPO, Path.cwd())) is not None:
+        _fail(key, problem)
+    return config[key]
+
+
+RESULTS = _output_dir("results_dir")
+RESOURCES = _output_dir("resources_dir")
+_res = [Path(RESULTS).resolve(), Path(RESOURCES).resolve()]
+if _res[0] == _res[1] or _res[0] in _res[1].parents or _res[1] in _res[0].parents:
+    _fail("resources_dir", f"{RESOURCES!r} and results_dir {RESULTS!r} must not nest")
+
+# ------------------------------------------------------------------ network and public data
+OFFLINE = config["offline"]
+if OFFLINE:  # every job inherits these (a cluster job re-reads this file and sets them again)
+    os.environ.update({name: "1" for name in OFFLINE_VARIABLES})
+try:
+    MIRROR = mirror_folder(config["data_mirror"], REPO)
+except ValueError as error:
+    _fail("data_mirror", str(error))
+PUBLIC = config["public_data"]
+for _name, _entry in PUBLIC.items():
+    try:
+        check_entry(_name, _entry)
+    except ValueError as error:
+        _fail(f"public_data.{_name}", str(error))
+PUBLIC_FILES = {entry["file"]: name for name, entry in PUBLIC.items()}  # rule download's files
+
+
+def hub_entry(hub, where):
+    """An explicit hub id (`hub: <id>`): refused under offline: true."""
+    if not isinstance(hub, str) or not is_hub_id(hub):
+        _fail(where, f"{hub!r} is not a hub id (owner/name)")
+    if OFFLINE:
+        _fail(where, f"offline: true refuses hub access ({hub}); point it at a local copy")
+    if hub_offline():
+        _note(f"{hub_offline()} is set: {hub} is read from the local Hugging Face cache only")
+    return hub
+
+
+def data_file(ref, where, optional=False, hint=None):
+    """The local path a job reads for a file reference (a path or {public: name}); None = skip.
+    `hint` ("hub: ") where the entry could name the hub instead of a missing hub-shaped path."""
+    if isinstance(ref, dict):
+        name = ref["public"]
+        try:
+            path, needed = locate(name, PUBLIC, MIRROR, RESOURCES, config["data_mirror"] == "auto")
+        except ValueError as error:
+            _fail(where, str(error))
+        if needed and OFFLINE:  # else rule download writes `path` before the jobs that read it
+            _fail(where, f"offline: true, but public file {name!r} is neither in data_mirror nor at {path}")
+        return str(path)
+    if Path(ref).exists():
+        return ref
     if optional:
-        _note(f"skipping {path}: not found (optional)")
-        return False
-    raise WorkflowError(f"config error: input path not found: {path}")
-
-
-def _table_available(name, spec):
-    if "path" not in spec:
-        return True
-    return _available(spec["path"], spec.get("optional", False), spec["kind"] == "bigmath")
+        _note(f"skipping {ref}: not found (optional)")
+        return None
+    _fail(where, missing_path(ref, "input path", hint))
 
 
 POLICY_TABLE = "base_policy"  # the base policy's own pass rates (rule estimate_pass_rates)
 if POLICY_TABLE in config["passrate_tables"]:
     raise WorkflowError(f"config error: '{POLICY_TABLE}' is reserved for the base policy's pass rates")
-CONFIGURED_TABLES = [
-    name for name, spec in config["passrate_tables"].items() if _table_available(name, spec)
-]
+
+
+def _table_input(name, spec):
+    """The file a table's job reads (None: synthetic or hub), or False when skipped."""
+    where = f"passrate_tables.{name}"
+    given = [key for key in ("path", "public", "hub") if key in spec]
+    if len(given) > 1:
+        _fail(where, f"give one of path, public, hub; got {', '.join(given)}")
+    if spec["kind"] == "synthetic":
+        if given:
+            _fail(f"{where}.{given[0]}", "a synthetic table reads no file")
+        return None
+    if not given:
+        hub = " or hub (bigmath)" if spec["kind"] == "bigmath" else ""
+        _fail(where, f"kind {spec['kind']} needs path (a local file), public (a public_data name){hub}")
+    if given == ["hub"]:
+        if spec["kind"] != "bigmath":
+            _fail(f"{where}.hub", f"only kind bigmath reads the hub, not {spec['kind']}")
+        hub_entry(spec["hub"], f"{where}.hub")
+        return None
+    if given == ["public"]:
+        return data_file({"public": spec["public"]}, f"{where}.public")
+    hint = "hub: " if spec["kind"] == "bigmath" else None
+    return data_file(spec["path"], f"{where}.path", spec["optional"], hint) or False
+
+
+TABLE_INPUTS = {name: _table_input(name, spec) for name, spec in config["passrate_tables"].items()}
+CONFIGURED_TABLES = [name for name, path in TABLE_INPUTS.items() if path is not False]
 POLICY_ENABLED = bool(config["dials"]) and config["train"]["steps"] > 0
 TABLES = CONFIGURED_TABLES + ([POLICY_TABLE] if POLICY_ENABLED else [])
 for _name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]]:
@@ -72,7 +157,10 @@ for _name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]
         )
 SIM_TABLES = [name for name in config["simulate"]["tables"] if name in TABLES]
 DAPO = config["dapo_consistency"]
-DAPO_ENABLED = DAPO["table"] in TABLES and _available(DAPO["curve"], DAPO["optional"])
+DAPO_CURVE = None
+if DAPO["curve"] is not None and DAPO["table"] in TABLES:
+    DAPO_CURVE = data_file(DAPO["curve"], "dapo_consistency.curve", DAPO["optional"])
+DAPO_ENABLED = DAPO_CURVE is not None
 
 wildcard_constraints:
     table="|".join(re.escape(name) for name in [*config["passrate_tables"], POLICY_TABLE]),
@@ -86,12 +174,56 @@ CONFIGURED_TABLE_PATTERN = "|".join(re.escape(name) for name in config["passrate
 GPU = 1 if config["model"]["device"].startswith("cuda") else 0
 TINY = config["model"]["base"] == "tiny"
 # model.base names the workflow builds (rule warm_start, rules in models.smk) -> their output;
-# any other value is a local path or hub id used as given.
+# any other value is a local directory, or hub:<id>, used as given.
 BUILT_MODELS = {
     "tiny": f"{RESULTS}/policy/base",
     "smollm2": f"{RESULTS}/models/smollm2-135m-instruct",
 }
 BASE_MODEL = BUILT_MODELS.get(config["model"]["base"], [])  # a job input only when we build it
+if POLICY_ENABLED and not BASE_MODEL:
+    _base = config["model"]["base"]
+    if hub_model_id(_base) is not None:
+        hub_entry(hub_model_id(_base), "model.base")
+    elif not Path(_base).is_dir():
+        _fail("model.base", missing_path(_base, "policy directory", hint="base: hub:"))
+
+
+def _task_spec(spec, where):
+    """A math source spec with `public: <name>` replaced by the file's path; paths checked."""
+    if not isinstance(spec, dict) or "dataset" not in spec:
+        return spec
+    spec = dict(spec)
+    if "public" in spec:
+        if "path" in spec or "hub" in spec:
+            _fail(where, "give one of path, public, hub")
+        spec["path"] = data_file({"public": spec.pop("public")}, f"{where}.public")
+    elif "hub" in spec:
+        hub_entry(spec["hub"], f"{where}.hub")
+    elif "path" in spec:
+        data_file(spec["path"], f"{where}.path", hint="hub: ")
+    return spec
+
+
+def _task():
+    """config['task'] with its source specs resolved, built once so a bad option fails here."""
+    from grpo_dial.data.tasks import option_error  # numpy and pandas, no torch
+
+    options = {
+        key: [_task_spec(s, f"task.options.{key}[{i}]") for i, s in enumerate(value)]
+        if isinstance(value, list) else value
+        for key, value in config["task"]["options"].items()
+    }
+    if (error := option_error(config["task"]["name"], options)) is not None:
+        raise WorkflowError(error)
+    return {"name": config["task"]["name"], "options": options}
+
+
+TASK = _task()
+TASK_INPUTS = {  # every data file the task reads, so rule download runs before the policy jobs
+    f"task_{key}_{i}": spec["path"]
+    for key, value in TASK["options"].items() if isinstance(value, list)
+    for i, spec in enumerate(value) if isinstance(spec, dict) and "path" in spec
+}
 LR_MATCH = config["train"]["lr_match"]
 if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
     raise WorkflowError(
@@ -108,7 +240,7 @@ def train_params(wildcards):
 
 def train_inputs(wildcards):
     """Base model, its pass rates and, with lr matching, this arm's and the reference's calibration."""
-    inputs = {"passrates": f"{RESULTS}/passrates/{POLICY_TABLE}.parquet"}
+    inputs = {"passrates": f"{RESULTS}/passrates/{POLICY_TABLE}.parquet", **TASK_INPUTS}
     if BASE_MODEL:
         inputs["model"] = BASE_MODEL
     if LR_MATCH["enabled"]:
@@ -128,10 +260,17 @@ def train_targets():
 
 
 def passrate_spec(wildcards):
-    """The loader keyword arguments of one pass-rate table (the `optional` flag is workflow-only)."""
+    """The loader keyword arguments of one pass-rate table, but its file (the job's input
+    `source`); `optional` and `public` are workflow-only."""
     spec = dict(config["passrate_tables"][wildcards.table])
-    spec.pop("optional", None)
+    for key in ("optional", "public", "path"):
+        spec.pop(key, None)
     return spec
+
+
+def passrate_input(wildcards):
+    path = TABLE_INPUTS[wildcards.table]
+    return {"source": path} if path else {}
 
 
 # ------------------------------------------------------------------ length by correctness
@@ -152,10 +291,13 @@ TRAINING_FIGURES = [
 ]
 REAL = config["real_lengths"]
 REAL_LENGTH_INPUTS = {
-    name: REAL[name]
+    name: path
     for name in ("math_cot", "gsm8k")
-    if REAL.get(name) and _available(REAL[name], REAL["optional"])
+    if REAL[name] is not None
+    and (path := data_file(REAL[name], f"real_lengths.{name}", REAL["optional"])) is not None
 }
+if REAL_LENGTH_INPUTS and REAL["tokenizer"] is not None and not Path(REAL["tokenizer"]).is_dir():
+    _fail("real_lengths.tokenizer", missing_path(REAL["tokenizer"], "tokenizer directory", None))
 
 
 # ------------------------------------------------------------------ adaptive group sizes
@@ -195,8 +337,13 @@ def allocation_files(name):
 
 # ------------------------------------------------------------------ external runs
 RUNS_EXTERNAL = [
-    name for name, spec in config["runs"].items() if _available(spec["path"], spec["optional"])
+    name
+    for name, spec in config["runs"].items()
+    if data_file(spec["path"], f"runs.{name}.path", spec["optional"]) is not None
 ]
+for _name in RUNS_EXTERNAL:  # a tokenizer is read locally, never looked up on the hub
+    if (_tok := config["runs"][_name].get("tokenizer")) and not Path(_tok).is_dir():
+        _fail(f"runs.{_name}.tokenizer", missing_path(_tok, "tokenizer directory", None))
 
 
 def run_spec(wildcards):

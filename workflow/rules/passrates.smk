@@ -1,5 +1,7 @@
 rule passrates:
     """One pass-rate table in the tidy schema, from the configured source."""
+    input:
+        unpack(passrate_input),
     output:
         table=f"{RESULTS}/passrates/{{table}}.parquet",
     log:

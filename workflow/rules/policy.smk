@@ -1,5 +1,7 @@
 rule warm_start:
     """Build the tiny character-level Llama and train it on the task's demonstrations."""
+    input:
+        **TASK_INPUTS,
     output:
         model=directory(f"{RESULTS}/policy/base"),
         loss=f"{RESULTS}/policy/warm_start_loss.csv",
@@ -11,7 +13,7 @@ rule warm_start:
     resources:
         gpu=GPU,
     params:
-        task=config["task"],
+        task=TASK,
         spec=config["model"]["spec"],
         model_seed=config["model"]["seed"],
         device=config["model"]["device"],
@@ -25,6 +27,7 @@ rule warm_start:
 rule estimate_pass_rates:
     """n samples for every prompt of the training pool, verified: the base policy's pass rates."""
     input:
+        **TASK_INPUTS,
         model=BASE_MODEL,
     output:
         table=f"{RESULTS}/passrates/{POLICY_TABLE}.parquet",
@@ -36,7 +39,7 @@ rule estimate_pass_rates:
     resources:
         gpu=GPU,
     params:
-        task=config["task"],
+        task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
         attn_implementation=config["model"]["attn_implementation"],
@@ -50,6 +53,7 @@ rule estimate_pass_rates:
 rule calibrate_lr:
     """Norm of one optimizer step of a dial on a calibration batch (learning-rate matching)."""
     input:
+        **TASK_INPUTS,
         model=BASE_MODEL,
     output:
         calibration=f"{RESULTS}/train/{{dial}}/lr_calibration.csv",
@@ -61,7 +65,7 @@ rule calibrate_lr:
     resources:
         gpu=GPU,
     params:
-        task=config["task"],
+        task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
         attn_implementation=config["model"]["attn_implementation"],
@@ -95,7 +99,7 @@ rule train:
     resources:
         gpu=GPU,
     params:
-        task=config["task"],
+        task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
         attn_implementation=config["model"]["attn_implementation"],

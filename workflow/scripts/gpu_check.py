@@ -161,6 +161,7 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
     import torch
 
     from grpo_dial.core.advantage import advantages, dial_from_config
+    from grpo_dial.data.public import with_public_paths
     from grpo_dial.data.tasks import get_task
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import generate_groups
@@ -177,7 +178,8 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
         progress=False,
     )
     cuda = device.startswith("cuda")
-    task = get_task(config["task"]["name"], **config["task"].get("options", {}))
+    spec = with_public_paths(config["task"], config, REPO)  # public: <name> -> its file
+    task = get_task(spec["name"], **spec.get("options", {}))
     problems = task.problems("train", cfg.prompts_per_step, 0)
     model, tokenizer = load_policy(
         model_dir,

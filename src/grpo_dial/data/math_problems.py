@@ -4,10 +4,12 @@ The table's schema is data/prompt_table.py; each dataset's reader and adapter is
 (gsm8k.py, math500.py, bigmath.py); ids follow data/ids.py, so a problem has the same prompt_id
 here as in the pass-rate tables.
 
-A source spec is a mapping: `dataset` (gsm8k | math500 | bigmath), `path` (local .jsonl / .json
-/ .parquet file, a directory holding `<split>.<ext>` (Big-Math: every parquet file below it), or a
-hub id read with `datasets.load_dataset`), `split`, and optionally `n` and `seed` (a seeded
-subsample of n rows, all rows with a warning when fewer remain) and the dataset's filters:
+A source spec is a mapping: `dataset` (gsm8k | math500 | bigmath), exactly one of `path` (a local
+.jsonl / .json / .parquet file, or a directory holding `<split>.<ext>`; Big-Math: every parquet
+file below it; a missing path is a one-line error, never a download) and `hub` (a hub id read with
+`datasets.load_dataset`: the only way a spec reaches the network), `split`, and optionally `n`
+and `seed` (a seeded subsample of n rows, all rows with a warning when fewer remain) and the
+dataset's filters:
 math500 `levels` (ints 1-5) and `subjects`; bigmath `sources`, `domains` (an entry equal to, or
 below in the "A -> B" hierarchy, a listed one) and `solve_rate` [lo, hi] (inclusive; rows with a
 null rate are dropped when it is given). Rows with a missing or empty problem or answer, and
@@ -28,14 +30,20 @@ from grpo_dial.data.gsm8k import gsm8k_problems
 from grpo_dial.data.ids import PREFIX, problem_ids
 from grpo_dial.data.math500 import math500_problems
 from grpo_dial.data.prompt_table import MATH_COLUMNS, present, validate_math_table
-from grpo_dial.data.reading import LoadReport, one_line, read_rows
-from grpo_dial.data.sources import DATA_SUFFIXES, HUB_DEFAULTS, has_data_suffix, is_hub_id
+from grpo_dial.data.reading import LoadReport, read_rows
+from grpo_dial.data.sources import (
+    DATA_SUFFIXES,
+    HUB_DEFAULTS,
+    check_hub_id,
+    hub_failure,
+    local_path,
+)
 
 log = logging.getLogger("grpo_dial")
 
 DATASETS = ("gsm8k", "math500", "bigmath")
 DEFAULT_SPLIT = {"gsm8k": "train", "math500": "test", "bigmath": "train"}
-COMMON_KEYS = ("dataset", "path", "split", "n", "seed")
+COMMON_KEYS = ("dataset", "path", "hub", "split", "n", "seed")
 FILTER_KEYS = {
     "gsm8k": (),
     "math500": ("levels", "subjects"),
@@ -46,30 +54,31 @@ FILTER_KEYS = {
 # --------------------------------------------------------------------------- reading
 
 
-def _read_raw(dataset: str, path: str, split: str, report: LoadReport) -> pd.DataFrame:
-    """The raw rows of a local file / directory or a hub id (`datasets.load_dataset`)."""
-    local = Path(path)
+def _read_raw(dataset: str, spec: Mapping, report: LoadReport) -> pd.DataFrame:
+    """The raw rows of the spec's local file / directory, or of its hub id (`load_dataset`)."""
+    split = spec["split"]
+    if spec.get("hub") is not None:
+        return _read_hub(dataset, spec["hub"], split, report)
+    local = local_path(spec["path"], f"{dataset} data")
     if local.is_dir():
         found = [local / f"{split}{s}" for s in DATA_SUFFIXES if (local / f"{split}{s}").is_file()]
         if not found:
             raise ValueError(f"no {split}.jsonl, {split}.json or {split}.parquet in {local}")
         local = found[0]
-    if local.is_file():
-        return read_rows(local, report)
-    if is_hub_id(path) and not has_data_suffix(path):
-        import datasets  # heavy import, only for hub ids
+    return read_rows(local, report)
 
-        config = HUB_DEFAULTS[dataset][1] if path == HUB_DEFAULTS[dataset][0] else None
-        args = (path, config) if config else (path,)
-        try:
-            table = datasets.load_dataset(*args, split=split).with_format("arrow")[:]
-        except Exception as exc:  # network, unknown id or split: one line naming the source
-            raise ValueError(
-                f"could not load {dataset} from hub id {path!r}: {one_line(exc)}"
-            ) from None
-        report.n_read = table.num_rows
-        return table.to_pandas()
-    raise ValueError(f"{dataset} data not found: {path} (a local file or directory, or a hub id)")
+
+def _read_hub(dataset: str, hub: str, split: str, report: LoadReport) -> pd.DataFrame:
+    import datasets  # heavy import, only for an explicit hub id
+
+    config = HUB_DEFAULTS[dataset][1] if hub == HUB_DEFAULTS[dataset][0] else None
+    args = (hub, config) if config else (hub,)
+    try:
+        table = datasets.load_dataset(*args, split=split).with_format("arrow")[:]
+    except Exception as exc:  # network, unknown id or split, offline cache miss: one line
+        raise ValueError(f"{dataset}: {hub_failure(hub, exc)}") from None
+    report.n_read = table.num_rows
+    return table.to_pandas()
 
 
 # --------------------------------------------------------------------------- specs
@@ -121,15 +130,25 @@ def check_spec(spec: object) -> dict:
         )
     valid = COMMON_KEYS + FILTER_KEYS[dataset]
     if unknown := sorted(set(spec) - set(valid)):
+        hint = (  # the workflow (or data.public.with_public_paths) turns public: into a path
+            "; public: <name> is resolved by the workflow" if "public" in unknown else ""
+        )
         raise ValueError(
             f"unknown key(s) {', '.join(map(str, unknown))} in {dataset} spec; "
-            f"valid: {', '.join(valid)}"
+            f"valid: {', '.join(valid)}{hint}"
         )
-    out = {"split": DEFAULT_SPLIT[dataset], "path": HUB_DEFAULTS[dataset][0], "n": None}
+    if ("path" in spec) == ("hub" in spec):
+        raise ValueError(
+            f"{dataset} spec needs exactly one of 'path' (a local file or directory) and 'hub' "
+            f"(a hub id, e.g. hub: {HUB_DEFAULTS[dataset][0]})"
+        )
+    out = {"split": DEFAULT_SPLIT[dataset], "n": None}
     out.update(spec)
     out.setdefault("seed", 0)
+    if "hub" in out:
+        check_hub_id(out["hub"], f"{dataset} spec")
     for key in ("path", "split"):
-        if not isinstance(out[key], str) or not out[key]:
+        if key in out and (not isinstance(out[key], str) or not out[key]):
             raise ValueError(f"{dataset} spec: {key} must be a non-empty string, got {out[key]!r}")
     for key, lo in (("n", 1), ("seed", 0)):
         v = out[key]
@@ -139,6 +158,8 @@ def check_spec(spec: object) -> dict:
 
 
 def _name(spec: Mapping) -> str:
+    if "hub" in spec:
+        return f"{spec['dataset']}:hub:{spec['hub']}:{spec['split']}"
     local_file = Path(spec["path"]).is_file()
     return f"{spec['dataset']}:{spec['path']}" + ("" if local_file else f":{spec['split']}")
 
@@ -162,12 +183,13 @@ def _adapted(spec: Mapping, report: LoadReport) -> tuple[pd.DataFrame, np.ndarra
     dataset = spec["dataset"]
     filters = {k: _FILTER_CHECKS[k](spec[k]) for k in FILTER_KEYS[dataset] if k in spec}
     if dataset == "bigmath":
-        if has_data_suffix(spec["path"]) and not Path(spec["path"]).is_file():
-            raise ValueError(f"bigmath data not found: {spec['path']}")
-        raw = read_bigmath(spec["path"], spec["split"])
+        if "hub" in spec:
+            raw = read_bigmath(spec["hub"], spec["split"])
+        else:
+            raw = read_bigmath(str(local_path(spec["path"], "bigmath data")), spec["split"])
         report.n_read = raw.num_rows
         return bigmath_problems(raw, **filters)
-    df = _read_raw(dataset, spec["path"], spec["split"], report)
+    df = _read_raw(dataset, spec, report)
     if dataset == "gsm8k":
         return gsm8k_problems(df)
     return math500_problems(df, **filters)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_dial.data.sources import DATA_SUFFIXES
+from grpo_dial.data.sources import DATA_SUFFIXES, missing_path
 
 INVALID_JSON = "invalid_json"
 MALFORMED = "malformed"
@@ -70,10 +70,10 @@ def one_line(exc: BaseException) -> str:
 
 
 def require_file(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
-    return path
+    """`path` when it is a local file; else one line naming it (never a hub or URL lookup)."""
+    if not Path(path).is_file():
+        raise ValueError(missing_path(path, "file"))
+    return Path(path)
 
 
 def read_jsonl(path: Path, report: LoadReport) -> list[tuple[int, dict]]:

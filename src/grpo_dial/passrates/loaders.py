@@ -23,6 +23,7 @@ from grpo_dial.data.gsm8k import read_gsm8k_solutions
 from grpo_dial.data.ids import PREFIX, problem_ids
 from grpo_dial.data.math_cot import read_math_cot
 from grpo_dial.data.reading import LoadReport
+from grpo_dial.data.sources import check_hub_id, local_path
 from grpo_dial.passrates.synthetic import synthetic_bigmath_like
 from grpo_dial.passrates.tables import passrate_table
 
@@ -62,18 +63,20 @@ def load_math_cot(path: str | Path) -> tuple[pd.DataFrame, LoadReport]:
 
 
 def load_bigmath(
-    source: str | Path,
+    path: str | Path | None = None,
     split: str = "train",
     n: int = 64,
     *,
+    hub: str | None = None,
     sources: list[str] | None = None,
     domains: list[str] | None = None,
     solve_rate_band: tuple[float, float] | list[float] | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
     """Big-Math solve rates as a pass-rate table: k = round(n * llama8b_solve_rate), n = 64.
 
-    `source` is anything data.bigmath.read_bigmath reads (a parquet file, a directory of them,
-    a hub id such as one of BIGMATH_HUB_IDS, an http(s) URL).
+    Exactly one of `path` (a local parquet file or a directory of them; missing is a one-line
+    error, never a download) and `hub` (a hub id such as one of BIGMATH_HUB_IDS, read with
+    `datasets.load_dataset(hub, split=split)`).
     prompt_id hashes the problem text ("bigmath-..."), computed before any row is dropped so a
     filter never changes an id. Drop reasons, in order: missing_problem, solve_rate_null,
     solve_rate_nan, solve_rate_out_of_range (outside [0, 1]), then the filters: source_filter
@@ -90,6 +93,7 @@ def load_bigmath(
             raise ValueError(
                 f"solve_rate_band must be (lo, hi), 0 <= lo <= hi <= 1, got {solve_rate_band}"
             )
+    source = _bigmath_source(path, hub)
     raw = read_bigmath(source, split)
     needed = ["problem", "source", "llama8b_solve_rate"] + (
         ["domain"] if domains is not None else []
@@ -130,6 +134,15 @@ def load_bigmath(
     return table, report
 
 
+def _bigmath_source(path: str | Path | None, hub: str | None) -> str:
+    """The local path or the explicit hub id; a missing local path is never tried on the hub."""
+    if (path is None) == (hub is None):
+        raise ValueError("bigmath table needs exactly one of 'path' (local) and 'hub' (a hub id)")
+    if hub is not None:
+        return check_hub_id(hub, "bigmath table")
+    return str(local_path(path, "bigmath data"))
+
+
 # --------------------------------------------------------------------------- dispatcher
 
 LOADERS: Mapping[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {
@@ -143,9 +156,9 @@ LOADERS: Mapping[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {
 def load_passrates(spec: Mapping) -> tuple[pd.DataFrame, LoadReport]:
     """Load one pass-rate table from a spec {kind: ..., <that loader's keyword arguments>}.
 
-    `path` is accepted for every file-backed kind (for bigmath it is the `source` argument: a
-    local parquet path or hub id). Unknown kinds, unknown or missing keys and missing files raise
-    a one-line ValueError.
+    `path` is a local file for every file-backed kind; bigmath alone also takes `hub: <id>`
+    instead. Unknown kinds, unknown or missing keys and missing files raise a one-line ValueError
+    (a missing path shaped like a hub id says to write `hub:`; it is never looked up).
     """
     if not isinstance(spec, Mapping) or "kind" not in spec:
         raise ValueError(
@@ -155,16 +168,13 @@ def load_passrates(spec: Mapping) -> tuple[pd.DataFrame, LoadReport]:
     if kind not in LOADERS:
         raise ValueError(f"unknown pass-rate kind {kind!r}; valid: {', '.join(LOADERS)}")
     kwargs = {key: value for key, value in spec.items() if key != "kind"}
-    if kind == "bigmath" and "path" in kwargs:
-        if "source" in kwargs:
-            raise ValueError("bigmath spec: give 'path' or 'source', not both")
-        kwargs["source"] = kwargs.pop("path")
     params = inspect.signature(LOADERS[kind]).parameters
     unknown = sorted(set(kwargs) - set(params))
     if unknown:
-        valid = ["path" if p in ("path", "source") else p for p in params]
+        hint = " (only bigmath reads the hub)" if "hub" in unknown else ""
         raise ValueError(
-            f"unknown key(s) {', '.join(unknown)} for kind {kind!r}; valid: {', '.join(valid)}"
+            f"unknown key(s) {', '.join(unknown)} for kind {kind!r}; valid: {', '.join(params)}"
+            + hint
         )
     needed = [p for p, v in params.items() if v.default is inspect.Parameter.empty]
     if missing := [p for p in needed if p not in kwargs]:

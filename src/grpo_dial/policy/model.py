@@ -27,7 +27,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from grpo_dial.data.sources import is_hub_id
+from grpo_dial.data.sources import check_hub_id, hub_failure, hub_model_id, missing_path
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -160,7 +160,11 @@ def load_policy(
     attn_implementation: str | None = "sdpa",
     gradient_checkpointing: bool = False,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Any causal LM and its tokenizer from a local directory or a hub id, ready to sample.
+    """Any causal LM and its tokenizer from a local directory or an explicit `hub:<id>`, ready.
+
+    `path_or_id` is a local directory, or "hub:<owner/name>" to read the Hugging Face hub (its
+    cache only under HF_HUB_OFFLINE); a missing directory is a one-line error, never a download,
+    and no remote code is ever run (the libraries' remote-code switch is never turned on).
 
     dtype "bfloat16" / "float32" / None (bf16 on CUDA, fp32 elsewhere). attn_implementation is
     passed to from_pretrained ("sdpa", "eager", "flash_attention_2", ...; None = the model's
@@ -170,13 +174,16 @@ def load_policy(
     back in train mode with every dropout set to 0, because Hugging Face checkpoints only in
     train mode: the forward is then the eval-mode forward, with less memory.
     """
-    text = str(path_or_id)
-    if not Path(text).exists() and not is_hub_id(text):
-        raise ValueError(
-            f"policy not found: {text} is neither a directory nor a hub id (owner/name)"
-        )
+    text, hub = str(path_or_id), hub_model_id(str(path_or_id))
+    if hub is not None:
+        text = check_hub_id(hub, "model.base")
+    elif not Path(text).is_dir():
+        raise ValueError(missing_path(text, "policy directory", hint="base: hub:"))
     torch_dtype = _resolve_dtype(dtype, device)
-    tokenizer = AutoTokenizer.from_pretrained(text)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(text)
+    except OSError as error:  # hub: unknown id, no network, offline cache miss
+        raise ValueError(f"policy {hub_failure(text, error)}") from None
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ValueError(f"tokenizer of {text} has neither a pad nor an eos token")

@@ -13,6 +13,9 @@ def passrates(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.passrates.loaders import load_passrates
     from grpo_dial.passrates.tables import write_passrates
 
-    table, report = load_passrates(params["spec"])
-    log.info("loaded %s: %s", params["spec"].get("kind"), report)
+    spec = dict(params["spec"])
+    if "source" in input:  # the table's file is the job's input (a local copy or a download)
+        spec["path"] = input["source"]
+    table, report = load_passrates(spec)
+    log.info("loaded %s: %s", spec.get("kind"), report)
     write_passrates(table, output["table"])

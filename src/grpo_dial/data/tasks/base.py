@@ -13,6 +13,8 @@ Conventions shared by every task:
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -71,3 +73,41 @@ class Task(Protocol):
     def length_split(self, problem: Problem, response: str) -> LengthSplit | None:
         """Work / redundant characters of a response, or None where the task cannot tell."""
         ...
+
+
+@dataclass(frozen=True)
+class TaskOption:
+    """One option a task takes (a YAML `task.options` key): its default and its help text."""
+
+    name: str
+    required: bool
+    default: object
+    help: str
+
+
+def task_options(cls: type) -> tuple[TaskOption, ...]:
+    """The options of a task class, declared by the class itself: the fields of a dataclass task
+    (help from each field's `help` metadata), else its constructor's parameters. Derived, not
+    listed, so an option added to a task is validated without touching anything else."""
+    if dataclasses.is_dataclass(cls):
+        return tuple(
+            TaskOption(
+                f.name,
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                None if f.default is dataclasses.MISSING else f.default,
+                str(f.metadata.get("help", "")),
+            )
+            for f in dataclasses.fields(cls)
+            if f.init
+        )
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]  # without self
+    return tuple(
+        TaskOption(
+            p.name,
+            p.default is inspect.Parameter.empty,
+            None if p.default is inspect.Parameter.empty else p.default,
+            "",
+        )
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
