@@ -13,6 +13,8 @@ instead of recomputing them (the same values to float rounding).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -107,6 +109,54 @@ def _bucket_logits(
     return torch.cat([first, out.logits.float()], 1)  # (B, tw, V)
 
 
+def bucket_logprobs(
+    model: torch.nn.Module, rollouts: Rollouts, micro_batch: int | None = None
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """(rows (B_b,) long, logp (B_b, tw_b)) per bucket, each forwarded only when asked for.
+
+    The buckets of `response_logprobs` (`plan_buckets`, at most `micro_batch` rows each), their
+    log pi(o_t | x, o_<t) cut to the bucket's longest response tw_b (0 where the mask is 0).
+    Lazy: a caller that takes one bucket's backward before asking for the next holds one
+    bucket's autograd graph at a time. Differentiable."""
+    n = len(rollouts)
+    if micro_batch is None:
+        micro_batch = max(n, 1)
+    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
+        raise ValueError(f"micro_batch must be an integer >= 1 or None, got {micro_batch!r}")
+    if n == 0 or rollouts.response_ids.shape[1] == 0:
+        return iter(())
+    p_lens = rollouts.prompt_mask.sum(1).cpu().numpy()  # (N,)
+    t_lens = rollouts.response_mask.sum(1).cpu().numpy()  # (N,)
+    buckets = plan_buckets(p_lens, t_lens, micro_batch, FORWARD_OVERHEAD_TOKENS)
+    return _forward_buckets(model, rollouts, buckets, p_lens, t_lens)
+
+
+def _forward_buckets(model, rollouts: Rollouts, buckets, p_lens, t_lens):
+    device = rollouts.response_ids.device
+    p_width = rollouts.prompt_ids.shape[1]
+    can_keep = accepts(model, "logits_to_keep")
+    recorded = rollouts.recorded
+    if recorded is not None and not (lean_llama.applies(model) and recorded.valid_for(model)):
+        recorded = None
+    for rows in buckets:
+        pw, tw = int(p_lens[rows].max()), int(t_lens[rows].max())
+        idx = torch.as_tensor(rows, device=device)
+        if tw == 0:
+            yield idx, torch.zeros((len(rows), 0), device=device)
+            continue
+        prompt = rollouts.prompt_ids[idx, p_width - pw :]  # (B, pw)
+        p_mask = rollouts.prompt_mask[idx, p_width - pw :]  # (B, pw)
+        target = rollouts.response_ids[idx, :tw]  # (B, tw)
+        resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
+        known = None if recorded is None else recorded.gather(idx, tw - 1)
+        holds = () if known is None else recorded.leases
+        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known, holds)
+        picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
+        logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
+        del logits  # the graph keeps what the backward needs
+        yield idx, logp  # (B, tw)
+
+
 def response_logprobs(
     model: torch.nn.Module, rollouts: Rollouts, micro_batch: int | None = None
 ) -> Tensor:
@@ -120,42 +170,16 @@ def response_logprobs(
     logit[o_t] - logsumexp(logits), so no (N, P+T, V) log-softmax is built. Rollouts recorded
     by this model with its current weights (`generate_groups(record=True)`) take the sampler's
     projection outputs instead of recomputing them (same values to float rounding; the
-    gradient is the linear's). Differentiable.
+    gradient is the linear's). Differentiable; every bucket's graph is held until the caller's
+    backward (`bucket_logprobs` lets an update take one bucket's backward at a time).
     """
-    n = len(rollouts)
-    if micro_batch is None:
-        micro_batch = max(n, 1)
-    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
-        raise ValueError(f"micro_batch must be an integer >= 1 or None, got {micro_batch!r}")
+    n, t_len = len(rollouts), rollouts.response_ids.shape[1]
     device = rollouts.response_ids.device
-    p_width, t_len = rollouts.prompt_ids.shape[1], rollouts.response_ids.shape[1]
-    if t_len == 0 or n == 0:
+    parts = list(bucket_logprobs(model, rollouts, micro_batch))
+    if not parts:
         return torch.zeros((n, t_len), device=device)
-    p_lens = rollouts.prompt_mask.sum(1).cpu().numpy()  # (N,)
-    t_lens = rollouts.response_mask.sum(1).cpu().numpy()  # (N,)
-    buckets = plan_buckets(p_lens, t_lens, micro_batch, FORWARD_OVERHEAD_TOKENS)
-    can_keep = accepts(model, "logits_to_keep")
-    recorded = rollouts.recorded
-    if recorded is not None and not (lean_llama.applies(model) and recorded.valid_for(model)):
-        recorded = None
-    chunks = []
-    for rows in buckets:
-        pw, tw = int(p_lens[rows].max()), int(t_lens[rows].max())
-        if tw == 0:
-            chunks.append(torch.zeros((len(rows), t_len), device=device))
-            continue
-        idx = torch.as_tensor(rows, device=device)
-        prompt = rollouts.prompt_ids[idx, p_width - pw :]  # (B, pw)
-        p_mask = rollouts.prompt_mask[idx, p_width - pw :]  # (B, pw)
-        target = rollouts.response_ids[idx, :tw]  # (B, tw)
-        resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
-        known = None if recorded is None else recorded.gather(idx, tw - 1)
-        holds = () if known is None else recorded.leases
-        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known, holds)
-        picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
-        logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
-        chunks.append(F.pad(logp, (0, t_len - tw)))  # (B, T)
-    order = torch.as_tensor(np.concatenate(buckets), device=device)  # (N,) sorted row of each
+    chunks = [F.pad(logp, (0, t_len - logp.shape[1])) for _, logp in parts]  # (B, T) each
+    order = torch.cat([rows for rows, _ in parts])  # (N,) sorted row of each
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(n, device=device)
     return torch.cat(chunks)[inverse]  # (N, T)
