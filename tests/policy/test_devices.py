@@ -135,7 +135,7 @@ def test_visible_gpu_count_reads_the_machine_without_torch(tmp_path, monkeypatch
     assert devices.visible_gpu_count("0,-1,2", smi=None) == 1  # CUDA stops at an invalid entry
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     smi = tmp_path / "fake-smi"
-    smi.write_text("#!/bin/sh\necho 'GPU 0: H100 (UUID: GPU-a)'\necho 'GPU 1: H100 (UUID: GPU-b)'\n")
+    smi.write_text("#!/bin/sh\necho 'GPU 0: H100 (UUID: GPU-a)'\necho 'GPU 1: H100'\n")
     smi.chmod(0o755)
     assert devices.visible_gpu_count(smi=str(smi)) == 2
     assert devices.visible_gpu_count(smi=str(tmp_path / "missing")) == 0

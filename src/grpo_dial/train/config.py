@@ -15,7 +15,7 @@ OPTIMIZERS = ("adamw", "sgd")
 
 # Fields that may change between an interrupted run and its resumption without changing the
 # numbers (resume continues a checkpoint only when every other field is equal).
-RESUME_FREE = ("progress", "checkpoint_every", "micro_batch", "device")
+RESUME_FREE = ("progress", "checkpoint_every", "micro_batch", "device", "alive_check_every")
 
 
 def _opt(default: object, text: str) -> object:
@@ -204,6 +204,11 @@ class TrainConfig:
         "Rows per decode call when sampling (memory bound on real models); None = the whole "
         "batch. Another value draws other (equally distributed) samples from the same seed.",
     )
+    alive_check_every: int = _opt(
+        8,
+        "Decoding reads how many rows are still running (a host sync) every this many tokens, "
+        "not every token; the samples are the same for any value (GPU: higher = fewer stalls).",
+    )
     activation_reuse_mb: float = _opt(
         2048.0,
         "Sampling keeps every projection's output (q, k, v, o, gate, up, down) of the responses "
@@ -242,6 +247,7 @@ class TrainConfig:
             "identity_groups": 1,
             "max_nonfinite_steps": 1,
             "seed": 0,
+            "alive_check_every": 1,
         }
         for name, lo in ints.items():
             _int(name, getattr(self, name), lo)

@@ -122,6 +122,7 @@ def sample_batch(
             generator,
             generation_batch=config.generation_batch,
             record=_records(model, config, int(drawn[-1][1][funded].sum())),
+            check_every=config.alive_check_every,
         )
         parts.append(part)
         scored.append(score(task, part))
@@ -284,6 +285,7 @@ def evaluate(
                 temperature,
                 generator=generator,
                 generation_batch=config.generation_batch,
+                check_every=config.alive_check_every,
             )
             correct.append(score(task, ro)[0].cpu().numpy())
             lengths.append(rec.lengths_of(ro.texts))
