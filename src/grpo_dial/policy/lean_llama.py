@@ -118,12 +118,12 @@ def kv_dtype(x: Tensor) -> torch.dtype:
 
 
 def checkpointing(model) -> bool:
-    """Whether the model's own forward would checkpoint its decoder layers now: a layer has
-    gradient_checkpointing on, the model is in train mode and autograd records."""
+    """Whether the model's own forward would checkpoint its layers now (any model): a module
+    has gradient_checkpointing on, the model is in train mode and autograd records."""
     return (
         model.training
         and torch.is_grad_enabled()
-        and any(getattr(layer, "gradient_checkpointing", False) for layer in model.model.layers)
+        and any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
     )
 
 

@@ -83,6 +83,8 @@ def _bucket_logits(
             project = activation_record.known_projector(known, holds)
         logits, _ = lean_llama.forward(model, target[:, : tw - 1], pos, attn, past, project=project)
         return torch.cat([first, logits.float()], 1)  # (B, tw, V)
+    if lean_llama.checkpointing(model):  # no cache under checkpointing: one plain forward
+        return _plain_logits(model, prompt, p_mask, target, resp_mask, can_keep)
     keep = {"logits_to_keep": 1} if can_keep else {}
     out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, **keep)
     cache = cache_of(out)
@@ -90,12 +92,7 @@ def _bucket_logits(
     if tw == 1:
         return first
     if cache is None:  # no cache: one plain forward over the whole sequence
-        ids = torch.cat([prompt, target], 1)  # (B, pw + tw)
-        attn = torch.cat([p_mask, resp_mask], 1)
-        pos = (attn.cumsum(1) - 1).clamp(min=0)
-        keep = {"logits_to_keep": tw + 1} if can_keep else {}
-        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep)
-        return out.logits[:, -(tw + 1) : -1].float()
+        return _plain_logits(model, prompt, p_mask, target, resp_mask, can_keep)
     cache = select_rows(cache, inverse)
     attn = torch.cat([p_mask, resp_mask[:, : tw - 1]], 1)  # (B, pw + tw - 1)
     pos = (attn.cumsum(1) - 1).clamp(min=0)[:, pw:]  # (B, tw - 1)
@@ -107,6 +104,19 @@ def _bucket_logits(
         **{cache_arg(model): cache},
     )
     return torch.cat([first, out.logits.float()], 1)  # (B, tw, V)
+
+
+def _plain_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool) -> Tensor:
+    """Float logits (B, tw, V) from one forward over concat(prompt, target): for models whose
+    forward returns no cache (e.g. Hugging Face layers under gradient checkpointing), so the
+    prompt is not forwarded a second time."""
+    tw = target.shape[1]
+    ids = torch.cat([prompt, target], 1)  # (B, pw + tw)
+    attn = torch.cat([p_mask, resp_mask], 1)
+    pos = (attn.cumsum(1) - 1).clamp(min=0)
+    keep = {"logits_to_keep": tw + 1} if can_keep else {}
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep)
+    return out.logits[:, -(tw + 1) : -1].float()
 
 
 def bucket_logprobs(
