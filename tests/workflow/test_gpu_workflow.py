@@ -205,7 +205,7 @@ def load_gpu_check():
 def test_gpu_check_arguments_and_reduced_chain(tmp_path, capsys):
     gpu_check = load_gpu_check()
     args = gpu_check.parse_args([])
-    assert args.config == REPO / "config" / "gpu.yaml" and args.steps == 2 and not args.skip_chain
+    assert args.config == REPO / "config" / "gpu.yaml" and args.steps == 2 and not args.chain
     with pytest.raises(SystemExit):
         gpu_check.parse_args(["--steps", "0"])
     assert gpu_check.main(["--dry-run", "--out", str(tmp_path)]) == 0
@@ -261,6 +261,38 @@ def test_gpu_check_measures_throughput_on_cpu(tmp_path):
     assert report["update_tokens"] > report["generated_tokens"]
     assert report["generation_tokens_per_s"] > 0 and report["update_tokens_per_s"] > 0
     assert report["peak_memory_generation_gib"] is None and report["update_finite"]
+    assert report["peak_reserved_update_gib"] is None and report["predicted_peak_gib"] == {}
+
+
+@pytest.mark.parametrize(("target", "setting"), [("policy_update", "micro_batch"),
+                                                 ("generate_groups", "generation_batch")])
+def test_gpu_check_names_the_setting_to_lower_when_out_of_memory(tmp_path, monkeypatch, target,
+                                                                 setting):  # fmt: skip
+    import torch
+
+    from grpo_dial.policy import rollout
+    from grpo_dial.policy.model import (
+        PolicySpec,
+        build_char_tokenizer,
+        build_tiny_llama,
+        save_policy,
+    )
+    from grpo_dial.train import step
+
+    gpu_check = load_gpu_check()
+    config = gpu_check.load_config(REPO / "config" / "smoke.yaml")
+    config["train"].update(prompts_per_step=2, group_size=2, max_new_tokens=4, micro_batch=3)
+    tokenizer = build_char_tokenizer("0123456789+-*= ")
+    spec = PolicySpec(n_layers=1, hidden_size=32, n_heads=2, intermediate_size=64)
+    save_policy(build_tiny_llama(spec, tokenizer, seed=0), tokenizer, tmp_path / "policy")
+
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(step if target == "policy_update" else rollout, target, oom)
+    with pytest.raises(ValueError, match=rf"out of GPU memory .* lower train\.{setting}") as err:
+        gpu_check.measure(str(tmp_path / "policy"), config, "cpu")
+    assert "\n" not in str(err.value)
 
 
 def test_rule_params_reach_the_train_config():
