@@ -21,7 +21,7 @@ SHAPES = {  # MHA; grouped-query with more layers; a vocabulary-heavy untied one
                          num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1,
                          tie_word_embeddings=False),
 }  # fmt: skip
-UPDATE_ERROR = (0.8, 1.3)  # predicted / measured, the range docs/performance.md states
+UPDATE_ERROR = (0.85, 1.25)  # predicted / measured, the range docs/performance.md states
 
 
 @pytest.mark.parametrize("name", SHAPES)
@@ -63,7 +63,7 @@ def test_update_peak_falls_with_micro_batch_on_a_smollm2_shaped_model():
     grads = 4 * memory.Shape.of(config).params
     assert (small - grads) < 0.45 * (big - grads), table  # activations ~ rows per bucket
     for row in table:
-        assert 0.75 <= row["predicted"] / row["measured"] <= 1.3, row
+        assert UPDATE_ERROR[0] <= row["predicted"] / row["measured"] <= UPDATE_ERROR[1], row
 
 
 def test_checkpointing_and_fused_attention_lower_the_prediction():

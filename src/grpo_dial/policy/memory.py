@@ -10,10 +10,13 @@ width, V the vocabulary, S = prompt + response keys a response token attends:
                                             each projection's input, bf16 projections)
   plus per row and layer: keys and values b S K (8 B fp32, 4 B bf16), attention weights
   b H T S (4 B fp32; 6 B bf16: the fp32 softmax and its bf16 copy; 0 with the fused SDPA of
-  CUDA, which keeps its output instead), and 16 B per response token x V for the logits (the
-  fp32 logits kept for the log-softmax, the gradients into them through the gather and the
-  log-sum-exp, and their sum); once per forward the final norm, rotary tables and the mask;
-  once per backward the output head's V x D gradient while it is added to the accumulated one.
+  CUDA, which keeps its output instead), once per forward the final norm, rotary tables and
+  the mask, and the larger of two moments of the backward: its start, 16 B per response token
+  x V (the fp32 logits kept for the log-softmax, the gradients into them through the gather
+  and the log-sum-exp, and their sum), or the output head's end, 4 B per logit and the V x D
+  gradients of head and embedding (12 V D tied: both and their sum; 8 V D untied). Which one
+  wins depends on tokens per bucket against D (CPU profiles: at SmolLM2's widths the V x D
+  end dominates small buckets).
   bf16 also keeps a bf16 copy of the weights while a bucket's graph lives (2 B per parameter).
 
 A bucket of b rows of one prompt length P and response length T forwards its U distinct
@@ -52,6 +55,7 @@ class Shape:
     intermediate: int
     vocab: int
     params: int
+    tied: bool = True  # output head = embedding (one V x D parameter)
 
     @classmethod
     def of(cls, config) -> Shape:
@@ -64,7 +68,7 @@ class Shape:
         per_layer = d * (h * hd) * 2 + d * (kv * hd) * 2 + 3 * d * i + 2 * d
         tied = getattr(config, "tie_word_embeddings", False)
         params = n * per_layer + v * d * (1 if tied else 2) + d
-        return cls(n, d, h, kv, hd, i, v, params)
+        return cls(n, d, h, kv, hd, i, v, params, bool(tied))
 
 
 def _per_token(shape: Shape, precision: str, fused: bool) -> float:
@@ -114,10 +118,11 @@ def bucket_bytes(
     if checkpointing:  # each layer's input kept; one layer's activations while recomputed
         kept = 4 * shape.hidden * (u * prompt_len + rows * t) * shape.layers
         prompt, response = kept, (prompt + response) / shape.layers
-    logits = 16 * rows * response_len * shape.vocab
+    n_v = rows * response_len * shape.vocab  # logits
+    head = (12 if shape.tied else 8) * shape.vocab * shape.hidden
+    late = max(16 * n_v, 4 * n_v + head)  # backward's start or its output-head / embedding end
     weights = 2 * shape.params if precision == "bf16" else 0
-    head = 4 * shape.vocab * shape.hidden  # the output head's gradient, added to the kept one
-    return prompt + response + logits + weights + head
+    return prompt + response + late + weights
 
 
 def update_bytes(
@@ -173,8 +178,8 @@ def sampler_bytes(
 # Shapes of the configs' base models (no download needed to plan): SmolLM2-135M(-Instruct),
 # Qwen2.5-Math-1.5B (from their config.json).
 KNOWN = {
-    "smollm2": Shape(30, 576, 9, 3, 64, 1536, 49152, 134_515_008),
-    "Qwen/Qwen2.5-Math-1.5B": Shape(28, 1536, 12, 2, 128, 8960, 151936, 1_543_714_304),
+    "smollm2": Shape(30, 576, 9, 3, 64, 1536, 49152, 134_515_008, True),
+    "Qwen/Qwen2.5-Math-1.5B": Shape(28, 1536, 12, 2, 128, 8960, 151936, 1_543_714_304, True),
 }
 
 
