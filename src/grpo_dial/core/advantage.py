@@ -249,6 +249,9 @@ def keep_mask(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
     return ~silent_mask(rewards, group_ids)
 
 
+SMALL_SCORES = 2**22  # scores up to this many elements take index_add (a temporary that size)
+
+
 def update_weights(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
     """(N,) A_i / G_g: response i's weight in its group's update (1/G_g) sum_{i in g} A_i s_i."""
     stats = group_stats(rewards, group_ids, dial.std_ddof)
@@ -258,8 +261,8 @@ def update_weights(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
 def group_update(scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
     """(M, D) per-group update (1/G_g) sum_{i in g} A_i s_i; equals sigma^(2-alpha) (s+ - s-).
 
-    One (M, N) @ (N, D) product with the weights A_i / G_g: no (N, D) temporary besides the
-    scores themselves."""
+    A sum of w_i s_i per group, w_i = A_i / G_g; for large scores (a real policy's gradients)
+    one sparse (M, N) @ (N, D) product instead, so no (N, D) temporary of w_i s_i is made."""
     if scores.ndim != 2 or scores.shape[0] != rewards.shape[0]:
         raise ValueError(
             f"scores must be (N, D) with N = len(rewards) = {rewards.shape[0]}, "
@@ -268,9 +271,12 @@ def group_update(scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial)
     stats = group_stats(rewards, group_ids, dial.std_ddof)
     w = (_advantages(_float(rewards), stats, dial) / stats.size[stats.index]).to(scores)  # (N,)
     m, n = stats.size.numel(), scores.shape[0]
-    spread = scores.new_zeros(m, n)  # (M, N): row g holds group g's weights
-    spread[stats.index.to(scores.device), torch.arange(n, device=scores.device)] = w
-    return spread @ scores  # (M, D)
+    index = stats.index.to(scores.device)  # (N,)
+    if scores.numel() <= SMALL_SCORES:  # the (N, D) temporary is cheap and index_add faster
+        return scores.new_zeros(m, scores.shape[1]).index_add_(0, index, w[:, None] * scores)
+    at = torch.stack([index, torch.arange(n, device=scores.device)])  # (2, N)
+    spread = torch.sparse_coo_tensor(at, w, (m, n), check_invariants=False)  # (M, N)
+    return torch.sparse.mm(spread, scores)  # (M, D)
 
 
 def sequence_weights(mask: Tensor) -> Tensor:
