@@ -511,3 +511,17 @@ def test_bad_tensor_inputs_raise_value_error():
         clipped_surrogate(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), Dial())
     with pytest.raises(ValueError, match="dr_grpo"):
         preset("drgrpo")
+
+
+def test_group_update_large_scores_take_the_sparse_product(monkeypatch):
+    """Above SMALL_SCORES elements the update is one sparse product (no (N, D) temporary):
+    the same numbers as the index_add path."""
+    from grpo_dial.core import advantage as adv_module
+
+    rng = np.random.default_rng(3)
+    r = _t(rng.integers(0, 2, 24))
+    ids = torch.as_tensor(np.arange(24) // 6)
+    scores = _t(rng.normal(size=(24, 5)))
+    small = group_update(scores, r, ids, Dial())
+    monkeypatch.setattr(adv_module, "SMALL_SCORES", 0)
+    torch.testing.assert_close(group_update(scores, r, ids, Dial()), small, rtol=1e-12, atol=1e-14)

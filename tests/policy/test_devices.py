@@ -76,3 +76,67 @@ def test_resolve_device_passes_explicit_devices_through():
             devices.resolve_device("cuda")
     with pytest.raises(ValueError, match="empty"):
         devices.claim_index([], "/nonexistent-never-created")
+
+
+def test_a_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path):
+    """Another user's symlink gpu-0.lock -> a victim file: opened with O_NOFOLLOW, the claim
+    stops with one line and the target is neither followed, truncated nor written."""
+    locks = tmp_path / "locks"
+    locks.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (locks / "gpu-0.lock").symlink_to(victim)
+    with pytest.raises(ValueError, match="gpu-0.lock is a symlink; refusing to follow it"):
+        devices.claim_index(["0"], locks, timeout=0)
+    assert victim.read_text() == "precious\n"
+
+
+def test_lock_directory_is_private_and_checked(tmp_path, monkeypatch):
+    monkeypatch.delenv(devices.LOCK_DIR_ENV, raising=False)
+    assert devices.default_lock_dir().name == f"grpo-dial-gpu-locks-{__import__('os').getuid()}"
+    made = devices.private_dir(tmp_path / "new" / "locks")
+    assert made.stat().st_mode & 0o777 == 0o700
+    devices.claim_index(["7"], made, timeout=0)
+    assert (made / "gpu-7.lock").stat().st_mode & 0o777 == 0o600
+    assert (made / "gpu-7.lock").read_text().strip() == str(__import__("os").getpid())
+    devices.release(made)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(ValueError, match="writable by others"):
+        devices.claim_index(["0"], shared, timeout=0)
+    link = tmp_path / "link"
+    link.symlink_to(made)
+    with pytest.raises(ValueError, match="not a plain directory"):
+        devices.private_dir(link)
+
+
+def test_busy_message_names_the_holding_process(tmp_path):
+    held = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from grpo_dial.policy import devices; "
+         f"devices.claim_index(['GPU-x'], {str(tmp_path)!r}, timeout=0); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert held.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match=rf"GPU-x by pid {held.pid}\b"):
+            devices.claim_index(["GPU-x"], tmp_path, timeout=0)
+    finally:
+        held.stdin.close()
+        held.wait(timeout=30)
+
+
+def test_visible_gpu_count_reads_the_machine_without_torch(tmp_path, monkeypatch):
+    assert devices.visible_gpu_count("0,1,2", smi=None) == 3
+    assert devices.visible_gpu_count("GPU-aa,GPU-bb", smi=None) == 2
+    assert devices.visible_gpu_count("", smi=None) == 0
+    assert devices.visible_gpu_count("0,-1,2", smi=None) == 1  # CUDA stops at an invalid entry
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    smi = tmp_path / "fake-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: H100 (UUID: GPU-a)'\necho 'GPU 1: H100'\n")
+    smi.chmod(0o755)
+    assert devices.visible_gpu_count(smi=str(smi)) == 2
+    assert devices.visible_gpu_count(smi=str(tmp_path / "missing")) == 0
+    assert devices.visible_gpu_count(smi=None) == 0

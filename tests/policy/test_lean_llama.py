@@ -115,3 +115,76 @@ def test_lean_logprobs_and_gradients_equal_the_generic_forward(model, tok, monke
     assert torch.allclose(a, b, atol=1e-5, rtol=0)
     for x, y in zip(ga, gb, strict=True):
         assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
+
+
+def _saved_bytes_and_grads(m, r):
+    """(bytes autograd saved outside checkpointed regions during the forward, logp, grads)."""
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        lp = response_logprobs(m, r, micro_batch=4)
+    weights = torch.linspace(-1, 1, lp.numel()).view(lp.shape)
+    (lp * weights).sum().backward()
+    return sum(saved), lp.detach(), [p.grad for p in m.parameters()]
+
+
+def test_gradient_checkpointing_is_honoured_by_the_lean_forward(tok):
+    """With the model's gradient checkpointing on (train mode, dropout 0: load_policy's way),
+    the lean forward checkpoints each layer: far fewer saved activations, same numbers."""
+    import copy
+
+    from grpo_dial.policy.model import enable_gradient_checkpointing
+
+    m = gqa_llama(tok)
+    r = sample_groups(m, tok, problems=make_problems(["7=", "12+3=", "99*9-14="]), g=3,
+                      max_new=16, seed=4)  # fmt: skip
+    plain = copy.deepcopy(m).eval()
+    ckpt = copy.deepcopy(m)
+    enable_gradient_checkpointing(ckpt)
+    assert lean_llama.applies(ckpt) and lean_llama.checkpointing(ckpt)
+    assert not lean_llama.checkpointing(plain)
+    a_bytes, a, ga = _saved_bytes_and_grads(plain, r)
+    b_bytes, b, gb = _saved_bytes_and_grads(ckpt, r)
+    assert b_bytes < 0.5 * a_bytes, (a_bytes, b_bytes)
+    assert torch.allclose(a, b, atol=1e-6, rtol=0)
+    for x, y in zip(ga, gb, strict=True):
+        assert torch.allclose(x, y, atol=1e-6, rtol=1e-5)
+
+
+def test_fused_attention_path_equals_the_matmul_path(tok, monkeypatch):
+    """The CUDA branch (scaled_dot_product_attention) run on the CPU: same log-probs,
+    gradients and sampled tokens as the two matmuls (grouped-query heads, padded prompts)."""
+    import copy
+
+    m = gqa_llama(tok)
+    probs = make_problems(["7=", "12+3=", "99*9-14="])
+    r = sample_groups(m, tok, problems=probs, g=3, max_new=16, seed=4)
+    runs = []
+    for devices in (("cuda",), ("cuda", "cpu")):
+        monkeypatch.setattr(lean_llama, "SDPA_DEVICES", devices)
+        again = sample_groups(m, tok, problems=probs, g=3, max_new=16, seed=4)
+        assert torch.equal(again.response_ids, r.response_ids)
+        runs.append(_saved_bytes_and_grads(copy.deepcopy(m), r)[1:])
+    (a, ga), (b, gb) = runs
+    assert torch.allclose(a, b, atol=1e-5, rtol=0)
+    for x, y in zip(ga, gb, strict=True):
+        assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
+
+
+def test_keys_are_cached_in_the_compute_dtype(model, tok, monkeypatch):
+    seen = []
+    decode = lean_llama.decode_logits
+
+    def spy(m, tok_, pos, keys, values, *args):
+        seen.append((keys[0].dtype, values[0].dtype))
+        return decode(m, tok_, pos, keys, values, *args)
+
+    monkeypatch.setattr(lean_llama, "decode_logits", spy)
+    sample_groups(model, tok, g=2, max_new=4, seed=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sample_groups(model, tok, g=2, max_new=4, seed=0)
+    assert seen[0] == (torch.float32, torch.float32) and seen[-1] == (torch.bfloat16,) * 2

@@ -133,7 +133,7 @@ def test_update_without_silent_rows_equals_the_full_batch_update(model, tok, mon
         opt = train_step.make_optimizer(m, config)
         if not skip:  # the plain path: every row forwarded
             monkeypatch.setattr(
-                train_step, "_active_logprobs", lambda mod, tr, mb, act: response_logprobs(mod, tr)
+                train_step, "_update_rows", lambda tr, act: (torch.arange(len(tr)), tr)
             )
         first = train_step.policy_update(m, opt, r, adv, dial, config)
         second = train_step.policy_update(m, opt, r, torch.zeros_like(adv), dial, config)
@@ -155,3 +155,27 @@ def test_update_without_silent_rows_equals_the_full_batch_update(model, tok, mon
     assert min(moved) > 1e-3  # four steps of lr 1e-2 each
     for a, b in zip(fast.parameters(), plain.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-4)  # Adam scales float noise of tiny gradients
+
+
+def test_checkpointed_generic_model_forwards_each_bucket_once(tok):
+    """Hugging Face layers return no cache under gradient checkpointing: the prompt is not
+    forwarded on its own first (one forward per bucket), and the log-probs are unchanged."""
+    import copy
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from grpo_dial.policy.model import enable_gradient_checkpointing
+
+    qwen = Qwen2ForCausalLM(
+        Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=48,
+                    num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2)
+    ).eval()  # fmt: skip
+    r = sample_groups(qwen, tok, g=3, max_new=8, seed=2)
+    ckpt = copy.deepcopy(qwen)
+    enable_gradient_checkpointing(ckpt)
+    calls = []
+    ckpt.register_forward_pre_hook(lambda mod, args: calls.append(1))
+    lp = response_logprobs(ckpt, r, micro_batch=len(r))
+    assert len(calls) == 1 and lp.requires_grad
+    with torch.no_grad():
+        assert torch.allclose(lp.detach(), response_logprobs(qwen, r), atol=1e-5)

@@ -225,3 +225,38 @@ def test_fast_text_decoding_equals_batch_decode(tok):
         )
         ids = bpe(["the answer is 42 .", " 12 + 7 = 19<eos>"])["input_ids"]
         assert decode_texts(bpe, ids) == bpe.batch_decode(ids, skip_special_tokens=False)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_alive_check_interval_does_not_change_the_rollouts(model, tok, monkeypatch, lean):
+    """The host reads how many rows are alive only every k tokens; tokens, masks, finished
+    flags and texts are the same for every k (lean decode and the generic forward)."""
+    from grpo_dial.policy import lean_llama
+
+    if not lean:
+        monkeypatch.setattr(lean_llama, "applies", lambda m: False)
+    problems = make_problems()
+    runs = []
+    for k in (1, 3, 8, 1000):
+        gen = torch.Generator().manual_seed(5)
+        runs.append(generate_groups(model, tok, problems, 5, 25, 1.0, gen, check_every=k))
+    first = runs[0]
+    assert 0 < first.finished.sum() < len(first)  # rows end at different tokens
+    for r in runs[1:]:
+        assert torch.equal(r.response_ids, first.response_ids)
+        assert torch.equal(r.response_mask, first.response_mask)
+        assert torch.equal(r.finished, first.finished) and r.texts == first.texts
+    with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
+        generate_groups(model, tok, problems, 2, 5, check_every=0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_nonfinite_logits_stop_sampling_with_one_line(model, tok, bad):
+    import copy
+
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.lm_head.weight[3] = bad  # token 3's logit is NaN (or +-inf) for every input
+    with pytest.raises(ValueError, match="logits are NaN or inf") as caught:
+        sample_groups(broken, tok, g=2, max_new=6, seed=0)
+    assert "\n" not in str(caught.value)

@@ -55,3 +55,19 @@ def test_stage_runs_outside_snakemake(tmp_path):
 def test_stage_with_a_missing_params_file_fails_in_one_line(tmp_path, capsys):
     assert main(["stage", "theory_tables", "--params", str(tmp_path / "none.yaml")]) == 2
     assert "params file not found" in capsys.readouterr().err
+
+
+def test_memory_prints_the_predicted_peaks_of_a_config(capsys, monkeypatch):
+    from conftest import REPO
+
+    monkeypatch.chdir(REPO)  # the embedded default, config/config.yaml, is merged first
+    assert main(["memory", "--configfile", "config/gpu.yaml"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert set(lines) == {"update", "sampler", "passrate"}
+    assert "24 GB: fits" in lines["update"] and "24 GB: fits" in lines["sampler"]
+    assert main(["memory", "--configfile", "config/qwen_bigmath.yaml"]) == 0
+    qwen = capsys.readouterr().out
+    assert "24 GB: NO 80 GB: fits" in qwen.splitlines()[1]
+    assert main(["memory", "--configfile", "no/such.yaml"]) == 2
+    assert "config file not found" in capsys.readouterr().err

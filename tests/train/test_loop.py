@@ -119,7 +119,7 @@ def test_resume_after_interruption_equals_uninterrupted(base_dir, tmp_path, capl
 
 
 def test_nonfinite_step_is_skipped_then_run_stops(base_dir, tmp_path, monkeypatch, caplog):
-    real = advantage.policy_loss
+    real = advantage.weighted_policy_loss
     calls = []
 
     def nan_first(*args):
@@ -127,7 +127,7 @@ def test_nonfinite_step_is_skipped_then_run_stops(base_dir, tmp_path, monkeypatc
         loss = real(*args)
         return loss * math.nan if len(calls) == 1 else loss
 
-    monkeypatch.setattr(advantage, "policy_loss", nan_first)
+    monkeypatch.setattr(advantage, "weighted_policy_loss", nan_first)
     cfg = replace(CFG, identity_every=0, checkpoint_every=1)
     base = load_policy(str(base_dir))[0].state_dict()
     after_step1 = {}
@@ -143,7 +143,7 @@ def test_nonfinite_step_is_skipped_then_run_stops(base_dir, tmp_path, monkeypatc
     for name, tensor in base.items():  # the skipped step left the weights alone
         assert torch.equal(after_step1[name], tensor), name
 
-    monkeypatch.setattr(advantage, "policy_loss", lambda *a: real(*a) * math.nan)
+    monkeypatch.setattr(advantage, "weighted_policy_loss", lambda *a: real(*a) * math.nan)
     with pytest.raises(ValueError, match=r"step 2: 2 consecutive steps .*max_nonfinite_steps=2"):
         _run(base_dir, tmp_path / "b", preset("grpo"), replace(cfg, max_nonfinite_steps=2))
 

@@ -134,3 +134,34 @@ def test_probe_rejects_silent_and_non_binary(setup):
         probe_group(model, group, r * 0.5, preset("grpo"))
     with pytest.raises(ValueError, match="rewards for"):
         identity_probe(model, ro, rewards[:-1], preset("grpo"), 1, step=0)
+
+
+def test_probe_peak_is_two_sums_not_one_gradient_per_response():
+    """On a SmolLM2-shaped model (2 layers, 4096 tokens): the probe's measured peak is the
+    group's graph plus ~20 B per parameter (two float64 sums, one float32 gradient), far below
+    stacking G = 8 float64 gradients (response_scores, the former way)."""
+    from dataclasses import replace as dc_replace
+
+    from grpo_dial.data.tasks.base import Problem
+    from grpo_dial.policy import memory
+    from grpo_dial.tools.bench import update_memory as um
+    from grpo_dial.tools.bench.memory import PeakMemory
+
+    config = um.smollm2_shaped(layers=2, vocab=4096, hidden=192)
+    model = um.random_model(config)
+    group = um.random_rollouts(8, 16, 24, config.vocab_size, group_size=8)
+    group = dc_replace(group, problems=[Problem("p0", "x", "y", "easy")] * 8)
+    rewards = torch.tensor([1.0, 0, 1, 0, 0, 1, 0, 0])
+    n = memory.Shape.of(config).params
+    peaks = []
+    for probe in (lambda: probe_group(model, group, rewards, preset("grpo")),
+                  lambda: response_scores(model, group)):  # fmt: skip
+        peak = PeakMemory("cpu")
+        peak.start()
+        out = probe()
+        peaks.append(peak.stop())
+        del out
+    graph = memory.bucket_bytes(memory.Shape.of(config), 8, 16, 24, "fp32", unique_prompts=1)
+    assert peaks[0] < 1.3 * graph + 24 * n, (peaks, graph, n)  # two float64 sums + a gradient
+    assert peaks[1] > 8 * 8 * n  # G float64 gradients
+    assert peaks[0] < 0.5 * peaks[1]

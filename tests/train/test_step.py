@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -145,6 +146,80 @@ def test_first_update_reuses_the_samplers_projections_within_the_budget(monkeypa
     assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-7)
     assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4)
     for p, q in zip(pa, pb, strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def _single_backward_update(model, train, adv, dial, cfg, ref_logp=None):
+    """The update as one loss over the whole batch and ONE backward (the reference the
+    per-bucket update must equal): SGD steps by hand, old log-probs from the first forward."""
+    old = None
+    for _ in range(cfg.updates_per_batch):
+        model.zero_grad()
+        logp = response_logprobs(model, train)  # (B, T), one graph for every row
+        old = logp.detach() if old is None else old
+        loss = advantage.policy_loss(logp, old, adv, train.response_mask, dial)
+        if ref_logp is not None:
+            d = ref_logp - logp
+            loss = loss + cfg.kl_coef * advantage.aggregate(d.exp() - d - 1, train.response_mask,
+                                                            dial)  # fmt: skip
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= cfg.lr * p.grad
+    return loss
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("kl", [False, True])
+def test_per_bucket_backward_equals_the_single_backward_update(name, kl, monkeypatch):
+    """micro_batch 2: every bucket's backward runs before the next bucket's forward, and the
+    SGD steps (two per batch, so the second one has ratio != 1) equal one backward over the
+    whole batch; a spy checks that no two buckets' graphs are alive at once."""
+    from grpo_dial.train import step as train_step
+
+    dial = replace(preset(name), clip_low=0.05, clip_high=0.05)
+    cfg = replace(CFG, optimizer="sgd", lr=0.5, grad_clip=None, updates_per_batch=2,
+                  micro_batch=2, kl_coef=0.3 if kl else 0.0, prompts_per_step=6)  # fmt: skip
+    model, tokenizer = tiny_policy(seed=2)
+    batch = _batch(model, tokenizer, dial, cfg)
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)[batch.trained]
+    train = batch.rollouts.select(batch.trained)
+    assert (adv == 0).any() or name == "dapo"
+    ref_logp = None
+    if kl:
+        with torch.no_grad():
+            ref_logp = response_logprobs(tiny_policy(seed=5)[0], train)  # another policy
+    ref = copy.deepcopy(model)
+    _single_backward_update(ref, train, adv, dial, cfg, ref_logp)
+
+    held, seen = [], []  # weak references to every tensor an autograd graph saved
+    real = train_step.bucket_logprobs
+
+    class Saved:
+        __slots__ = ("t", "__weakref__")
+
+    def pack(t):
+        box = Saved()
+        box.t = t
+        held.append(weakref.ref(box))
+        return box
+
+    def spy(m, rollouts, micro_batch):
+        buckets = real(m, rollouts, micro_batch)
+        while True:  # before each bucket's forward, the earlier buckets' graphs are gone
+            assert not any(h() is not None for h in held)
+            item = next(buckets, None)
+            if item is None:
+                return
+            seen.append(len(item[0]))
+            yield item
+
+    monkeypatch.setattr(train_step, "bucket_logprobs", spy)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
+        result = policy_update(model, make_optimizer(model, cfg), train, adv, dial, cfg, ref_logp)
+    assert held, "the spy saw no graph"
+    assert result.finite and len(seen) > 2 and max(seen) <= 2
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 

@@ -5,6 +5,7 @@ per-job GPU claim is tested in tests/policy/test_devices.py)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 
 import pytest
@@ -15,10 +16,11 @@ from test_workflow import SNAKEMAKE, planned_jobs
 GPU_RULES = ("estimate_pass_rates", "calibrate_lr", "train", "warm_start")
 
 
-def dry_run(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+def dry_run(*args: str, cwd=REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [*SNAKEMAKE, "-n", "--forceall", *args],
         cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=300,
@@ -109,12 +111,39 @@ def test_slurm_profile_asks_no_gpu_for_the_cpu_default():
     assert trains and all(r["gpu"] == "0" for r in trains)
 
 
-def test_local_gpu_profile_caps_gpu_jobs():
+def test_local_gpu_profile_takes_its_gpu_count_from_the_machine():
     profile = yaml.safe_load((REPO / "workflow/profiles/local_gpus/config.yaml").read_text())
-    assert any(r.startswith("gpu=") for r in profile["resources"])
-    result = dry_run("--configfile", "config/gpu.yaml", "--profile", "workflow/profiles/local_gpus")
+    assert not any(r.startswith("gpu=") for r in profile.get("resources", []))  # not hard-coded
+    result = dry_run(
+        "--configfile", "config/gpu.yaml", "--profile", "workflow/profiles/local_gpus",
+        env={"CUDA_VISIBLE_DEVICES": "0,1,2"},
+    )  # fmt: skip
+    assert "GPU jobs at once: 3 (visible GPUs: 3" in result.stderr
     gpu_jobs = [rule for rule, r in job_resources(result.stdout) if r.get("gpu") == "1"]
     assert sorted(set(gpu_jobs)) == ["estimate_pass_rates", "train"]
+
+
+@pytest.mark.parametrize(
+    ("visible", "args", "limit"),
+    [
+        ("0", (), "1"),
+        ("GPU-a,GPU-b", (), "2"),
+        ("", (), "1"),
+        ("0,1", ("--resources", "gpu=1"), None),
+    ],
+)
+def test_default_profile_limits_gpu_jobs_to_the_visible_gpus(visible, args, limit):
+    """Under the default profile the scheduler's gpu limit is the visible GPU count (a dry run
+    on a machine without one plans as for one); an explicit --resources gpu=N wins."""
+    result = dry_run("--configfile", "config/gpu.yaml", "--cores", "4", *args,
+                     env={"CUDA_VISIBLE_DEVICES": visible})  # fmt: skip
+    line = [x for x in result.stderr.splitlines() if x.startswith("GPU jobs at once")]
+    assert [x.split(":")[1].split()[0] for x in line] == ([limit] if limit else [])
+
+
+def test_cpu_config_declares_no_gpu_limit_message():
+    result = dry_run("--cores", "1", env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert "GPU jobs at once" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -176,7 +205,7 @@ def load_gpu_check():
 def test_gpu_check_arguments_and_reduced_chain(tmp_path, capsys):
     gpu_check = load_gpu_check()
     args = gpu_check.parse_args([])
-    assert args.config == REPO / "config" / "gpu.yaml" and args.steps == 2 and not args.skip_chain
+    assert args.config == REPO / "config" / "gpu.yaml" and args.steps == 2 and not args.chain
     with pytest.raises(SystemExit):
         gpu_check.parse_args(["--steps", "0"])
     assert gpu_check.main(["--dry-run", "--out", str(tmp_path)]) == 0
@@ -232,6 +261,38 @@ def test_gpu_check_measures_throughput_on_cpu(tmp_path):
     assert report["update_tokens"] > report["generated_tokens"]
     assert report["generation_tokens_per_s"] > 0 and report["update_tokens_per_s"] > 0
     assert report["peak_memory_generation_gib"] is None and report["update_finite"]
+    assert report["peak_reserved_update_gib"] is None and report["predicted_peak_gib"] == {}
+
+
+@pytest.mark.parametrize(("target", "setting"), [("policy_update", "micro_batch"),
+                                                 ("generate_groups", "generation_batch")])
+def test_gpu_check_names_the_setting_to_lower_when_out_of_memory(tmp_path, monkeypatch, target,
+                                                                 setting):  # fmt: skip
+    import torch
+
+    from grpo_dial.policy import rollout
+    from grpo_dial.policy.model import (
+        PolicySpec,
+        build_char_tokenizer,
+        build_tiny_llama,
+        save_policy,
+    )
+    from grpo_dial.train import step
+
+    gpu_check = load_gpu_check()
+    config = gpu_check.load_config(REPO / "config" / "smoke.yaml")
+    config["train"].update(prompts_per_step=2, group_size=2, max_new_tokens=4, micro_batch=3)
+    tokenizer = build_char_tokenizer("0123456789+-*= ")
+    spec = PolicySpec(n_layers=1, hidden_size=32, n_heads=2, intermediate_size=64)
+    save_policy(build_tiny_llama(spec, tokenizer, seed=0), tokenizer, tmp_path / "policy")
+
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(step if target == "policy_update" else rollout, target, oom)
+    with pytest.raises(ValueError, match=rf"out of GPU memory .* lower train\.{setting}") as err:
+        gpu_check.measure(str(tmp_path / "policy"), config, "cpu")
+    assert "\n" not in str(err.value)
 
 
 def test_rule_params_reach_the_train_config():

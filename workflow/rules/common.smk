@@ -172,6 +172,18 @@ CONFIGURED_TABLE_PATTERN = "|".join(re.escape(name) for name in config["passrate
 
 # ------------------------------------------------------------------ policy and training
 GPU = 1 if config["model"]["device"].startswith("cuda") else 0
+# One GPU job per visible GPU under every local profile: unless `resources: gpu=N` was given
+# (the slurm profile gives one), the scheduler's gpu limit is this machine's GPU count
+# (grpo_dial.policy.devices, no torch); 0 on a CPU machine, where a GPU config plans as for one
+# GPU (its jobs would stop at device 'cuda' with one line).
+if workflow.global_resources.get("gpu").value is None:
+    from grpo_dial.policy.devices import visible_gpu_count  # noqa: E402
+
+    VISIBLE_GPUS = visible_gpu_count()
+    workflow.register_resource("gpu", VISIBLE_GPUS or GPU)
+    if GPU:
+        print(f"GPU jobs at once: {VISIBLE_GPUS or GPU} (visible GPUs: {VISIBLE_GPUS}; "
+              "--resources gpu=N to change)", file=sys.stderr)
 TINY = config["model"]["base"] == "tiny"
 # model.base names the workflow builds (rule warm_start, rules in models.smk) -> their output;
 # any other value is a local directory, or hub:<id>, used as given.

@@ -1,16 +1,18 @@
 """GPU check: does config/gpu.yaml run here, how fast, in how much memory?
 
-On a machine with a CUDA GPU, sized to take under 8 minutes (not yet timed on a GPU):
-1. the chain: snakemake on config/gpu.yaml shrunk by REDUCED (conversion, pass rates on 32 prompts,
-   every dial for 2 steps of 16 prompts x G with 128 new tokens, the analyses), one GPU job at a
-   time, into <out>/chain;
-2. the throughput at the config's full batch shape: one batch of prompts_per_step x G responses of
-   up to max_new_tokens generated (bf16 autocast as configured), then one policy update on it;
-   tokens/s of each and the peak GPU memory (torch.cuda.max_memory_allocated) of each.
+On a machine with a CUDA GPU, by default in about 1-3 minutes (predicted; not yet timed on a GPU):
+1. the throughput at the config's full batch shape: one batch of prompts_per_step x G responses of
+   up to max_new_tokens generated (bf16 autocast as configured), then one policy update on it
+   (each twice: the first run warms up); tokens/s of each, peak GPU memory allocated and reserved
+   (torch.cuda.max_memory_allocated / max_memory_reserved) next to policy.memory's prediction;
+   running out of memory stops it with one line naming the setting to lower;
+2. with --chain also the chain: snakemake on the config shrunk by REDUCED (conversion, pass rates
+   on 32 prompts, every dial for 2 steps of 16 prompts x G with 128 new tokens, the analyses), one
+   GPU job at a time, into <out>/chain (several more minutes).
 It prints both and writes <out>/gpu_check.json.
 
     python workflow/scripts/gpu_check.py                      # config/gpu.yaml, results/gpu_check
-    python workflow/scripts/gpu_check.py --skip-chain         # throughput only (about a minute)
+    python workflow/scripts/gpu_check.py --chain              # and the reduced chain
     python workflow/scripts/gpu_check.py --dry-run            # print the plan, run nothing
     python workflow/scripts/gpu_check.py --config my.yaml --model /path/to/hf_model
 
@@ -20,6 +22,7 @@ Without a CUDA GPU it stops with one line (exit status 2); --dry-run works anywh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import subprocess
@@ -113,7 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="policy path or hub id (default: the config's base)")
     parser.add_argument("--steps", type=int, default=2, help="training steps per dial in the chain")
     parser.add_argument("--cores", type=int, default=4, help="CPU cores for the chain")
-    parser.add_argument("--skip-chain", action="store_true", help="throughput only")
+    parser.add_argument("--chain", action="store_true", help="also run the reduced chain")
+    parser.add_argument("--skip-chain", action="store_true", help="throughput only (the default)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # tests: cpu
     args = parser.parse_args(argv)
@@ -150,6 +154,31 @@ def base_model(config: Mapping, out: Path, model: str | None) -> str:
     if base == "tiny":
         raise ValueError("model.base tiny has no model to measure before warm start; use --model")
     return base
+
+
+@contextlib.contextmanager
+def out_of_memory(what: str, setting: str, value):
+    """A CUDA out-of-memory error in the block as one ValueError line naming the setting."""
+    import torch
+
+    try:
+        yield
+    except torch.OutOfMemoryError:
+        raise ValueError(
+            f"out of GPU memory while {what} at train.{setting}={value}; lower train.{setting} "
+            "(grpo-dial memory --configfile ... predicts the peak)"
+        ) from None
+
+
+def predicted(config: Mapping) -> dict:
+    """policy.memory's predicted peaks in GiB (None where the model's shape is unknown)."""
+    from grpo_dial.policy import memory
+
+    try:
+        plan = memory.plan_config(config)
+    except ValueError:
+        return {}
+    return {name: round(part["peak"] / memory.GIB, 2) for name, part in plan.items()}
 
 
 def measure(model_dir: str, config: Mapping, device: str) -> dict:
@@ -204,7 +233,9 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
             torch.cuda.reset_peak_memory_stats()
         sync()
         t0 = time.perf_counter()
-        with autocast(cfg.precision, device):
+        with out_of_memory("sampling", "generation_batch", cfg.generation_batch), autocast(
+            cfg.precision, device
+        ):
             rollouts = generate_groups(
                 model,
                 tokenizer,
@@ -217,16 +248,17 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
             )
         sync()
         gen_s = time.perf_counter() - t0
-        gen_mem = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+        gen_mem = _peaks(cuda)
         rewards = score(task, rollouts)[0]
         adv = advantages(rewards, rollouts.group_ids.cpu(), dial)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        result = policy_update(model, optimizer, rollouts, adv, dial, cfg)
+        with out_of_memory("updating", "micro_batch", cfg.micro_batch):
+            result = policy_update(model, optimizer, rollouts, adv, dial, cfg)
         sync()
         train_s = time.perf_counter() - t0
-        train_mem = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+        train_mem = _peaks(cuda)
         if rep == 0:
             continue
         gen_tokens = int(rollouts.response_mask.sum())
@@ -238,12 +270,28 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
             update_tokens=train_tokens,
             update_seconds=round(train_s, 3),
             update_tokens_per_s=round(train_tokens / train_s, 1),
-            peak_memory_generation_gib=None if gen_mem is None else round(gen_mem, 2),
-            peak_memory_update_gib=None if train_mem is None else round(train_mem, 2),
+            peak_memory_generation_gib=gen_mem[0],
+            peak_reserved_generation_gib=gen_mem[1],
+            peak_memory_update_gib=train_mem[0],
+            peak_reserved_update_gib=train_mem[1],
+            predicted_peak_gib=predicted(config),
             accuracy=float(rewards.mean()),
             update_finite=bool(result.finite),
         )
     return out
+
+
+def _peaks(cuda: bool) -> tuple[float | None, float | None]:
+    """(peak allocated, peak reserved) GiB since the last reset; None off CUDA."""
+    import torch
+
+    if not cuda:
+        return None, None
+    gib = 2**30
+    return (
+        round(torch.cuda.max_memory_allocated() / gib, 2),
+        round(torch.cuda.max_memory_reserved() / gib, 2),
+    )
 
 
 def run_chain(args: argparse.Namespace) -> dict:
@@ -276,13 +324,14 @@ def main(argv: list[str] | None = None) -> int:
             train = config["train"]
             print(
                 f"throughput: {train['prompts_per_step']} prompts x G={train['group_size']}, "
-                f"max_new_tokens={train['max_new_tokens']}, precision={train['precision']}"
+                f"max_new_tokens={train['max_new_tokens']}, precision={train['precision']}; "
+                f"predicted peaks {predicted(config)} GiB"
             )
             return 0
         if args.device.startswith("cuda"):
             print(f"GPU: {require_cuda()}")
         report: dict = {}
-        if not args.skip_chain:
+        if args.chain and not args.skip_chain:
             report["chain"] = run_chain(args)
             chain = report["chain"]
             print(f"chain: {chain['wall_seconds']} s; seconds per job: {chain['job_seconds']}")
@@ -295,12 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"generation: {t['generation_tokens_per_s']} tokens/s ({t['generated_tokens']} tokens, "
         f"{t['responses']} responses, {t['generation_seconds']} s), "
-        f"peak memory {t['peak_memory_generation_gib']} GiB"
+        f"peak memory {t['peak_memory_generation_gib']} GiB allocated, "
+        f"{t['peak_reserved_generation_gib']} GiB reserved"
     )
     print(
         f"training: {t['update_tokens_per_s']} tokens/s ({t['update_tokens']} tokens, "
-        f"{t['update_seconds']} s), peak memory {t['peak_memory_update_gib']} GiB"
+        f"{t['update_seconds']} s), peak memory {t['peak_memory_update_gib']} GiB allocated, "
+        f"{t['peak_reserved_update_gib']} GiB reserved"
     )
+    print(f"predicted peaks (policy.memory): {t['predicted_peak_gib']} GiB")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out / 'gpu_check.json'}")

@@ -15,6 +15,10 @@ reduced over B responses with 0/1 mask m_it and lengths |o_i| = sum_t m_it in on
     token (DAPO):        sum_it m_it l_it / max(sum_it m_it, 1)
     constant (Dr. GRPO): sum_it m_it l_it / (B * L_max)
 These are TRL's loss_type "grpo", "dapo"/"bnpo" and "dr_grpo". Empty responses count in B.
+Each is a weighted sum sum_it w_it l_it with per-token weights w_it that depend on the masks
+only (`make_token_weights`): m_it / (B max(|o_i|, 1)), m_it / max(sum m, 1), m_it / (B L_max).
+So the weights of a whole batch can be fixed before any forward and the loss summed over
+buckets of rows (`weighted_policy_loss`), each bucket's backward taken on its own.
 
 Identity (arXiv 2607.00152): binary rewards, 0 < k < G, population sigma = sqrt(k(G-k))/G, eps = 0,
 score vectors s_i with mean s+ over correct and s- over incorrect responses, any dimension:
@@ -245,66 +249,117 @@ def keep_mask(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
     return ~silent_mask(rewards, group_ids)
 
 
+SMALL_SCORES = 2**22  # scores up to this many elements take index_add (a temporary that size)
+
+
+def update_weights(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
+    """(N,) A_i / G_g: response i's weight in its group's update (1/G_g) sum_{i in g} A_i s_i."""
+    stats = group_stats(rewards, group_ids, dial.std_ddof)
+    return _advantages(_float(rewards), stats, dial) / stats.size[stats.index]  # (N,)
+
+
 def group_update(scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
-    """(M, D) per-group update (1/G_g) sum_{i in g} A_i s_i; equals sigma^(2-alpha) (s+ - s-)."""
+    """(M, D) per-group update (1/G_g) sum_{i in g} A_i s_i; equals sigma^(2-alpha) (s+ - s-).
+
+    A sum of w_i s_i per group, w_i = A_i / G_g; for large scores (a real policy's gradients)
+    one sparse (M, N) @ (N, D) product instead, so no (N, D) temporary of w_i s_i is made."""
     if scores.ndim != 2 or scores.shape[0] != rewards.shape[0]:
         raise ValueError(
             f"scores must be (N, D) with N = len(rewards) = {rewards.shape[0]}, "
             f"got {tuple(scores.shape)}"
         )
     stats = group_stats(rewards, group_ids, dial.std_ddof)
-    adv = _advantages(_float(rewards), stats, dial).to(scores.dtype)  # (N,)
-    total = scores.new_zeros(stats.size.numel(), scores.shape[1])  # (M, D)
-    total.index_add_(0, stats.index, adv[:, None] * scores)
-    return total / stats.size[:, None]  # (M, D)
+    w = (_advantages(_float(rewards), stats, dial) / stats.size[stats.index]).to(scores)  # (N,)
+    m, n = stats.size.numel(), scores.shape[0]
+    index = stats.index.to(scores.device)  # (N,)
+    if scores.numel() <= SMALL_SCORES:  # the (N, D) temporary is cheap and index_add faster
+        return scores.new_zeros(m, scores.shape[1]).index_add_(0, index, w[:, None] * scores)
+    at = torch.stack([index, torch.arange(n, device=scores.device)])  # (2, N)
+    spread = torch.sparse_coo_tensor(at, w, (m, n), check_invariants=False)  # (M, N)
+    return torch.sparse.mm(spread, scores)  # (M, D)
 
 
-def _masked(token_loss: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+def sequence_weights(mask: Tensor) -> Tensor:
+    """(B, T) m_it / (B max(|o_i|, 1)): GRPO's per-sequence mean as token weights."""
+    keep = mask.bool().double()  # (B, T); float64: exact normalizers for any loss dtype
+    lengths = keep.sum(-1, keepdim=True).clamp(min=1)  # (B, 1)
+    return keep / (lengths * max(keep.shape[0], 1))
+
+
+def token_weights(mask: Tensor) -> Tensor:
+    """(B, T) m_it / max(sum_it m_it, 1): DAPO's token mean as token weights."""
+    keep = mask.bool().double()  # (B, T)
+    return keep / keep.sum().clamp(min=1)
+
+
+def constant_weights(mask: Tensor, max_length: int | None = None) -> Tensor:
+    """(B, T) m_it / (B L_max), L_max = max_length or the padded width T: Dr. GRPO."""
+    keep = mask.bool().double()  # (B, T)
+    b, t = keep.shape
+    return keep / max(b * (t if max_length is None else max_length), 1)
+
+
+def weighted_sum(token_loss: Tensor, weights: Tensor) -> Tensor:
+    """sum_it w_it l_it over w != 0 (padding may hold inf/NaN, and NaN * 0 is NaN)."""
+    _check_mask(token_loss, weights)
+    w = weights.to(token_loss.dtype)  # (B, T)
+    return torch.where(weights != 0, token_loss * w, 0.0).sum()
+
+
+def _check_mask(token_loss: Tensor, mask: Tensor) -> None:
     if token_loss.ndim != 2 or mask.shape != token_loss.shape:
         raise ValueError(
             f"token_loss and mask must be (B, T) of equal shape, got "
             f"{tuple(token_loss.shape)} and {tuple(mask.shape)}"
         )
-    keep = mask.bool()  # (B, T)
-    # where, not multiply: padding may hold inf/NaN, and NaN * 0 is NaN.
-    return torch.where(keep, token_loss, 0.0), keep
 
 
 def sequence_mean(token_loss: Tensor, mask: Tensor) -> Tensor:
     """(1/B) sum_i sum_t m_it l_it / max(|o_i|, 1): GRPO, TRL loss_type='grpo'."""
-    loss, keep = _masked(token_loss, mask)  # (B, T)
-    per_seq = loss.sum(-1) / keep.sum(-1).clamp(min=1)  # (B,)
-    return per_seq.sum() / max(per_seq.numel(), 1)
+    _check_mask(token_loss, mask)
+    return weighted_sum(token_loss, sequence_weights(mask))
 
 
 def token_mean(token_loss: Tensor, mask: Tensor) -> Tensor:
     """sum_it m_it l_it / max(sum_it m_it, 1): DAPO, TRL loss_type='dapo'/'bnpo'."""
-    loss, keep = _masked(token_loss, mask)  # (B, T)
-    return loss.sum() / keep.sum().clamp(min=1)
+    _check_mask(token_loss, mask)
+    return weighted_sum(token_loss, token_weights(mask))
 
 
 def constant_normalizer(token_loss: Tensor, mask: Tensor, max_length: int | None = None) -> Tensor:
     """sum_it m_it l_it / (B * L_max), L_max = max_length or the padded width T: Dr. GRPO."""
-    loss, _ = _masked(token_loss, mask)  # (B, T)
-    b, t = loss.shape
-    return loss.sum() / max(b * (t if max_length is None else max_length), 1)
+    _check_mask(token_loss, mask)
+    return weighted_sum(token_loss, constant_weights(mask, max_length))
 
 
 Aggregator = Callable[[Tensor, Tensor], Tensor]
+TokenWeights = Callable[[Tensor], Tensor]
 
-# length_norm -> builder of the (token_loss, mask) -> scalar reduction; keys = LENGTH_NORM_CHOICES.
-_AGGREGATORS: Mapping[str, Callable[[Dial], Aggregator]] = MappingProxyType(
+# length_norm -> builder of the mask (B, T) -> weights (B, T) map; keys = LENGTH_NORM_CHOICES.
+_WEIGHTS: Mapping[str, Callable[[Dial], TokenWeights]] = MappingProxyType(
     {
-        "sequence": lambda dial: sequence_mean,
-        "token": lambda dial: token_mean,
-        "constant": lambda dial: partial(constant_normalizer, max_length=dial.max_length),
+        "sequence": lambda dial: sequence_weights,
+        "token": lambda dial: token_weights,
+        "constant": lambda dial: partial(constant_weights, max_length=dial.max_length),
     }
 )
 
 
+def make_token_weights(dial: Dial) -> TokenWeights:
+    """The dial's mask (B, T) -> token weights (B, T) whose weighted sum is its aggregation,
+    chosen once per run; compute them on the whole batch, then sum any split of its rows."""
+    return _WEIGHTS[dial.length_norm](dial)
+
+
 def make_aggregator(dial: Dial) -> Aggregator:
     """The dial's (token_loss (B,T), mask (B,T)) -> scalar reduction, chosen once per run."""
-    return _AGGREGATORS[dial.length_norm](dial)
+    weights = make_token_weights(dial)
+
+    def aggregator(token_loss: Tensor, mask: Tensor) -> Tensor:
+        _check_mask(token_loss, mask)
+        return weighted_sum(token_loss, weights(mask))
+
+    return aggregator
 
 
 def aggregate(token_loss: Tensor, mask: Tensor, dial: Dial) -> Tensor:
@@ -328,3 +383,12 @@ def clipped_surrogate(logp: Tensor, old_logp: Tensor, adv: Tensor, dial: Dial) -
 def policy_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, dial: Dial) -> Tensor:
     """Scalar loss: the dial's aggregation of the clipped surrogate over unmasked tokens."""
     return make_aggregator(dial)(clipped_surrogate(logp, old_logp, adv, dial), mask)
+
+
+def weighted_policy_loss(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, weights: Tensor, dial: Dial
+) -> Tensor:
+    """sum_it w_it l_it of the clipped surrogate, weights from `make_token_weights` of the
+    whole batch (sliced to these rows): summed over a split of the batch's rows it is
+    policy_loss of the batch."""
+    return weighted_sum(clipped_surrogate(logp, old_logp, adv, dial), weights)

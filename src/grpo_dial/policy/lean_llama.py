@@ -4,7 +4,11 @@ The generic `model(...)` call spends much of a small model's time outside arithm
 wrappers, the 4D mask built from the 2D one, the cache object growing by concatenation. This
 module runs the same layers through their own modules, and
 - attention as two batched matmuls around a float32 softmax, grouped-query heads as a view of
-  the queries (sdpa's CPU kernel is slower on these small shapes, forward and backward),
+  the queries (sdpa's CPU kernel is slower on these small shapes, forward and backward); on
+  CUDA the fused scaled_dot_product_attention, which keeps no (B, H, T, S) weights,
+- keys and values cached in the compute dtype (bf16 under autocast: what the matmuls read),
+- gradient checkpointing where the model has it on (`checkpointing`): each layer under
+  torch.utils.checkpoint, as the model's own forward does,
 - RMS norms with mean(x * x) instead of x.pow(2).mean() (same values; pow's backward is slow),
 - decoding on preallocated key/value buffers written in place (`decode_logits`),
 - an explicit boolean mask: query i attends key j iff j is a real token at or before i (every
@@ -30,6 +34,7 @@ import math
 from collections.abc import Callable
 
 import torch
+import torch.utils.checkpoint
 from torch import Tensor
 
 KV = tuple[Tensor, Tensor]
@@ -79,12 +84,23 @@ def _rope(x: Tensor, cos: Tensor, sin_signed: Tensor) -> Tensor:
     return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, -1), sin_signed)
 
 
-def _attend(q: Tensor, keys: Tensor, values: Tensor, blocked: Tensor | None, scale: float):
+SDPA_DEVICES = ("cuda",)  # where F.scaled_dot_product_attention replaces the two matmuls
+
+
+def _attend(q: Tensor, keys: Tensor, values: Tensor, mask, blocked, scale: float) -> Tensor:
     """softmax(q k^T scale, masked) v as (B, T, H hd), from q (B, T, H, hd) and keys / values
     (B, H_kv, S, hd); query head h uses key head h // (H / H_kv) (grouped-query attention);
-    blocked (B, 1, 1, T, S) bool (True = masked) or None."""
+    mask (B, 1, T, S) bool (True = attend) or None, blocked = ~mask (B, 1, 1, T, S). On
+    SDPA_DEVICES one fused
+    scaled_dot_product_attention (no (B, H, T, S) weights kept for backward), elsewhere two
+    batched matmuls around a float32 softmax."""
     b, t, h, d = q.shape
     g, s = keys.shape[1], keys.shape[2]
+    if q.device.type in SDPA_DEVICES:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), keys, values, attn_mask=mask, scale=scale, enable_gqa=g != h
+        )  # (B, H, T, hd)
+        return out.transpose(1, 2).reshape(b, t, h * d)
     q = q.transpose(1, 2).reshape(b, g, (h // g) * t, d)  # (B, H_kv, rep T, hd), head-major
     scores = torch.matmul(q, keys.transpose(-1, -2)) * scale  # (B, H_kv, rep T, S)
     if blocked is not None:
@@ -92,6 +108,23 @@ def _attend(q: Tensor, keys: Tensor, values: Tensor, blocked: Tensor | None, sca
     weights = torch.softmax(scores, -1, dtype=torch.float32).to(values.dtype)
     out = torch.matmul(weights, values)  # (B, H_kv, rep T, hd)
     return out.view(b, h, t, d).transpose(1, 2).reshape(b, t, h * d)
+
+
+def kv_dtype(x: Tensor) -> torch.dtype:
+    """The dtype keys and values are cached in: autocast's compute dtype where autocast is on
+    (what every attention matmul casts them to anyway), else x's."""
+    kind = x.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
+
+
+def checkpointing(model) -> bool:
+    """Whether the model's own forward would checkpoint its layers now (any model): a module
+    has gradient_checkpointing on, the model is in train mode and autograd records."""
+    return (
+        model.training
+        and torch.is_grad_enabled()
+        and any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+    )
 
 
 def compute_projection(_i: int, _name: str, module: torch.nn.Module, x: Tensor) -> Tensor:
@@ -107,33 +140,41 @@ def _layers(
     rotary: (cos, sin) (B, T, hd) at the tokens' positions; mask (B, 1, T, S) bool (True =
     attend) or None; kv_of(i, k, v) -> (keys, values) (B, H_kv, S, hd) attended by layer i's
     queries, from this segment's rotated keys and values (B, H_kv, T, hd); project(i, name,
-    module, x) -> the projection's output (default: module(x))."""
-    inner = model.model
-    b, t = h.shape[:2]
+    module, x) -> the projection's output (default: module(x)). Where the model checkpoints
+    (`checkpointing`), each layer runs under torch.utils.checkpoint (non-reentrant), as the
+    model's own forward would: its activations are recomputed in backward, not kept."""
     cos, sin = rotary  # (B, T, hd)
     half = sin.shape[-1] // 2
     cos, sin = cos[:, :, None], torch.cat((-sin[..., :half], sin[..., half:]), -1)[:, :, None]
     blocked = None if mask is None else ~mask[:, :, None]  # (B, 1, 1, T, S)
-    for i, layer in enumerate(inner.layers):
-        attn = layer.self_attn
-        x = _rms_norm(layer.input_layernorm, h)
-        shape = (b, t, -1, attn.head_dim)
-        q = _rope(project(i, "q_proj", attn.q_proj, x).view(shape), cos, sin)  # (B, T, H, hd)
-        k = _rope(project(i, "k_proj", attn.k_proj, x).view(shape), cos, sin).transpose(1, 2)
-        v = project(i, "v_proj", attn.v_proj, x).view(shape).transpose(1, 2)  # (B, H_kv, T, hd)
-        keys, values = kv_of(i, k, v)
-        o = _attend(q, keys, values, blocked, attn.scaling)  # (B, T, H hd)
-        h = h + project(i, "o_proj", attn.o_proj, o)
-        x = _rms_norm(layer.post_attention_layernorm, h)
-        if project is compute_projection:
-            h = h + layer.mlp(x)
-        else:  # LlamaMLP's forward: down(act(gate(x)) * up(x))
-            mlp = layer.mlp
-            gate = mlp.act_fn(project(i, "gate_proj", mlp.gate_proj, x))
-            h = h + project(
-                i, "down_proj", mlp.down_proj, gate * project(i, "up_proj", mlp.up_proj, x)
-            )
-    return _rms_norm(inner.norm, h)
+    recompute = checkpointing(model)
+    for i, layer in enumerate(model.model.layers):
+        args = (i, layer, h, cos, sin, (mask, blocked), kv_of, project)
+        if recompute:
+            h = torch.utils.checkpoint.checkpoint(_layer, *args, use_reentrant=False)
+        else:
+            h = _layer(*args)
+    return _rms_norm(model.model.norm, h)
+
+
+def _layer(i: int, layer, h: Tensor, cos, sin, masks, kv_of, project: Project) -> Tensor:
+    """Decoder layer i on h (B, T, D): attention then MLP, each added to the residual; masks:
+    (mask, blocked) of `_attend`."""
+    attn = layer.self_attn
+    x = _rms_norm(layer.input_layernorm, h)
+    shape = (*h.shape[:2], -1, attn.head_dim)
+    q = _rope(project(i, "q_proj", attn.q_proj, x).view(shape), cos, sin)  # (B, T, H, hd)
+    k = _rope(project(i, "k_proj", attn.k_proj, x).view(shape), cos, sin).transpose(1, 2)
+    v = project(i, "v_proj", attn.v_proj, x).view(shape).transpose(1, 2)  # (B, H_kv, T, hd)
+    keys, values = kv_of(i, k, v)
+    o = _attend(q, keys, values, *masks, attn.scaling)  # (B, T, H hd)
+    h = h + project(i, "o_proj", attn.o_proj, o)
+    x = _rms_norm(layer.post_attention_layernorm, h)
+    if project is compute_projection:
+        return h + layer.mlp(x)
+    mlp = layer.mlp  # LlamaMLP's forward: down(act(gate(x)) * up(x))
+    gate = mlp.act_fn(project(i, "gate_proj", mlp.gate_proj, x))
+    return h + project(i, "down_proj", mlp.down_proj, gate * project(i, "up_proj", mlp.up_proj, x))
 
 
 def rotary_table(model, length: int) -> KV | None:

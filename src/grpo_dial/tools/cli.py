@@ -3,6 +3,7 @@
 grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
 grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
 grpo-dial bench --workload fixed free --steps 20     our GRPO step against TRL's GRPOTrainer
+grpo-dial memory --configfile config/gpu.yaml        predicted peak GPU memory of a config
 """
 
 from __future__ import annotations
@@ -135,6 +136,41 @@ def bench(args: argparse.Namespace) -> None:
     print(to_json(result) if args.json else format_report(result))
 
 
+def _merged_config(paths: list[str]) -> dict:
+    """config/config.yaml (the embedded default, when present here) updated by each file in
+    turn, nested mappings merged as Snakemake's --configfile does."""
+
+    def update(base: dict, new: dict) -> dict:
+        for key, value in new.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                update(base[key], value)
+            else:
+                base[key] = value
+        return base
+
+    config: dict = {}
+    default = Path("config/config.yaml")
+    for path in ([default] if default.exists() else []) + [Path(p) for p in paths]:
+        if not path.exists():
+            raise ValueError(f"config file not found: {path}")
+        update(config, yaml.safe_load(path.read_text()) or {})
+    return config
+
+
+def memory(args: argparse.Namespace) -> None:
+    """Print the predicted peak memory of a config's update and samplers (policy.memory)."""
+    from grpo_dial.policy.memory import GIB, plan_config
+
+    config = _merged_config(args.configfile)
+    parts = plan_config(config, args.prompt_len)
+    print(f"model {config['model']['base']}, prompts up to {args.prompt_len} tokens "
+          "(predictions; the model's error is stated in docs/performance.md)")  # fmt: skip
+    for name, part in parts.items():
+        detail = ", ".join(f"{k} {v / GIB:.2f}" for k, v in part.items() if k != "peak")
+        fits = " ".join(f"{c} GB: {'fits' if part['peak'] <= c * 1e9 else 'NO'}" for c in (24, 80))
+        print(f"{name:<17} peak {part['peak'] / GIB:6.2f} GiB ({detail} GiB)  {fits}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -204,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_bench.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p_bench.set_defaults(func=bench)
+    p_mem = sub.add_parser("memory", help="predicted peak memory of a config's GPU jobs")
+    p_mem.add_argument("--configfile", nargs="+", required=True, help="overlays, as snakemake's")
+    p_mem.add_argument("--prompt-len", type=int, default=256, help="longest prompt in tokens")
+    p_mem.set_defaults(func=memory)
     return parser
 
 

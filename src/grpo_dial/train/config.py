@@ -18,7 +18,7 @@ OPTIMIZERS = ("adamw", "sgd")
 # the key either: a run whose only change is more steps continues (grpo_dial.train.resume).
 RESUME_FREE = (
     "progress", "checkpoint_every", "micro_batch", "device", "resume", "checker_warn_fraction",
-    "steps",
+    "steps", "alive_check_every",
 )  # fmt: skip
 RESUME_MODES = ("auto", "strict")
 
@@ -222,6 +222,11 @@ class TrainConfig:
         "Rows per decode call when sampling (memory bound on real models); None = the whole "
         "batch. Another value draws other (equally distributed) samples from the same seed.",
     )
+    alive_check_every: int = _opt(
+        8,
+        "Decoding reads how many rows are still running (a host sync) every this many tokens, "
+        "not every token; the samples are the same for any value (GPU: higher = fewer stalls).",
+    )
     activation_reuse_mb: float = _opt(
         2048.0,
         "Sampling keeps every projection's output (q, k, v, o, gate, up, down) of the responses "
@@ -260,6 +265,7 @@ class TrainConfig:
             "identity_groups": 1,
             "max_nonfinite_steps": 1,
             "seed": 0,
+            "alive_check_every": 1,
         }
         for name, lo in ints.items():
             _int(name, getattr(self, name), lo)

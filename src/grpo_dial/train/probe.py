@@ -19,8 +19,13 @@ advantage.advantages:
     differ: the 1/|o_i| length bias) and token_norm_ratio = ||g_agg|| / ||lhs|| (the
     normalizer's scale: G / sum |o_i| for token, 1 / L_max for constant).
 
-Lengths in this table are in tokens (what the aggregation divides by). The probe needs G + 1
-backward passes per group and G flattened gradients in memory: meant for small policies.
+Lengths in this table are in tokens (what the aggregation divides by). Memory: the probe needs
+G + 1 backward passes per group through one forward of the group, and it accumulates the two
+sums it needs, lhs = sum_i (A_i / G) s_i and c (s+ - s-) = sum_i gamma_i s_i, gamma_i = c / k
+(correct) or -c / (G - k), in float64 per parameter as each s_i arrives (`score_sums`): its
+peak is the group's autograd graph plus ~20 B per parameter (two float64 sums and one float32
+gradient), not G float64 copies of the gradient (SmolLM2-135M: 2.7 GB instead of 8.6 GB at G
+= 8; tests/train/test_probe.py measures it).
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ from grpo_dial.core.advantage import (
     Dial,
     advantages,
     group_stats,
-    group_update,
     policy_loss,
     silent_groups,
+    update_weights,
 )
 from grpo_dial.policy.rollout import Rollouts, response_logprobs
 
@@ -57,13 +62,32 @@ def _flat_grad(output: Tensor, params: list[Tensor], retain: bool) -> Tensor:
 
 def response_scores(model: torch.nn.Module, rollouts: Rollouts) -> tuple[Tensor, Tensor]:
     """(scores (N, D) float64, logp (N, T) still attached): s_i = grad sum_t log pi(o_it),
-    one backward per response through a shared forward."""
+    one backward per response through a shared forward. N float64 copies of the parameters:
+    for small models and tests; the probe itself accumulates (`score_sums`)."""
     params = [p for p in model.parameters() if p.requires_grad]
     with torch.enable_grad():
         logp = response_logprobs(model, rollouts)  # (N, T)
         seq = logp.sum(-1)  # (N,)
         scores = torch.stack([_flat_grad(seq[i], params, retain=True) for i in range(len(seq))])
     return scores, logp  # (N, D), (N, T)
+
+
+def score_sums(model: torch.nn.Module, rollouts: Rollouts, weights: Tensor):
+    """(sums, logp (N, T) still attached): sums[c] = sum_i weights[c, i] s_i per trainable
+    parameter, float64, for the rows c of weights (C, N); one backward per response through a
+    shared forward, each s_i added to the sums and dropped (C copies of the parameters, not N)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    sums = [[torch.zeros_like(p, dtype=torch.float64) for p in params] for _ in weights]
+    with torch.enable_grad():
+        logp = response_logprobs(model, rollouts)  # (N, T)
+        seq = logp.sum(-1)  # (N,)
+        for i in range(len(seq)):
+            grads = torch.autograd.grad(seq[i], params, retain_graph=True, allow_unused=True)
+            for c, total in enumerate(sums):
+                for acc, g in zip(total, grads, strict=True):
+                    if g is not None:
+                        acc.add_(g.double(), alpha=float(weights[c, i]))
+    return sums, logp
 
 
 def probe_group(model: torch.nn.Module, group: Rollouts, rewards: Tensor, dial: Dial) -> dict:
@@ -75,31 +99,37 @@ def probe_group(model: torch.nn.Module, group: Rollouts, rewards: Tensor, dial: 
     pop = group_stats(r, gid, ddof=0)
     if bool(silent_groups(pop)[0]):
         raise ValueError("the identity probe needs an informative group (0 < k < G)")
-    scores, logp = response_scores(model, group)  # (G, D), (G, T)
+    sigma_p, k, g = pop.sigma[0], pop.k[0], len(r)
+    sigma_d = group_stats(r, gid, ddof=dial.std_ddof).sigma[0]
+    factor = sigma_p**2 / (sigma_d + dial.eps) ** dial.std_power
+    correct = r == 1  # (G,)
+    gamma = torch.where(correct, factor / k, -factor / (g - k))  # (G,) c (s+ - s-) weights
+    weights = torch.stack([update_weights(r, gid, dial), gamma])  # (2, G)
+    (lhs, rhs), logp = score_sums(model, group, weights)
     params = [p for p in model.parameters() if p.requires_grad]
     with torch.enable_grad():
         adv = advantages(r, gid, dial).to(logp.device, logp.dtype)  # (G,)
         loss = policy_loss(logp, logp.detach(), adv, group.response_mask, dial)
-        g_agg = -_flat_grad(loss, params, retain=False)  # (D,)
-
-    lhs = group_update(scores, r.to(scores.device), gid.to(scores.device), dial)[0]  # (D,)
-    sigma_p = pop.sigma[0]
-    sigma_d = group_stats(r, gid, ddof=dial.std_ddof).sigma[0]
-    factor = sigma_p**2 / (sigma_d + dial.eps) ** dial.std_power
-    correct = (r == 1).to(scores.device)  # (G,)
-    rhs = factor.to(scores.device) * (scores[correct].mean(0) - scores[~correct].mean(0))  # (D,)
-    lhs_norm = lhs.norm()
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+    sq = {"lhs": 0.0, "rhs": 0.0, "diff": 0.0, "agg": 0.0, "dot": 0.0}
+    for gr, left, right in zip(grads, lhs, rhs, strict=True):  # one parameter at a time
+        agg = torch.zeros_like(left) if gr is None else -gr.double()  # g_agg = -grad loss
+        sq["lhs"] += float(left.pow(2).sum())
+        sq["rhs"] += float(right.pow(2).sum())
+        sq["diff"] += float((left - right).pow(2).sum())
+        sq["agg"] += float(agg.pow(2).sum())
+        sq["dot"] += float((agg * left).sum())
     lengths = group.response_lengths.double().cpu()  # (G,)
     c = correct.cpu()
     return {
         "prompt_id": group.problems[0].prompt_id,
-        "k": int(pop.k[0]),
-        "G": len(group),
+        "k": int(k),
+        "G": g,
         "sigma": float(sigma_p),
         "factor": float(factor),
-        "seq_relative_residual": float((lhs - rhs).norm() / rhs.norm()),
-        "token_cosine": float(g_agg @ lhs / (g_agg.norm() * lhs_norm)),
-        "token_norm_ratio": float(g_agg.norm() / lhs_norm),
+        "seq_relative_residual": (sq["diff"] / sq["rhs"]) ** 0.5,
+        "token_cosine": sq["dot"] / (sq["agg"] * sq["lhs"]) ** 0.5,
+        "token_norm_ratio": (sq["agg"] / sq["lhs"]) ** 0.5,
         "length_norm": dial.length_norm,
         "mean_len_correct": float(lengths[c].mean()),
         "mean_len_incorrect": float(lengths[~c].mean()),

@@ -37,11 +37,11 @@ import torch
 from torch import Tensor
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import Dial, group_stats, keep_mask, make_aggregator, silent_groups
+from grpo_dial.core.advantage import Dial, group_stats, keep_mask, silent_groups
 from grpo_dial.data.tasks.base import Problem, Task
 from grpo_dial.policy import activation_record
 from grpo_dial.policy.model import autocast
-from grpo_dial.policy.rollout import Rollouts, concat, generate_groups, response_logprobs
+from grpo_dial.policy.rollout import Rollouts, bucket_logprobs, concat, generate_groups
 from grpo_dial.train import records as rec
 from grpo_dial.train.batch import Batch, UpdateResult
 from grpo_dial.train.config import TrainConfig
@@ -122,6 +122,7 @@ def sample_batch(
             generator,
             generation_batch=config.generation_batch,
             record=_records(model, config, int(drawn[-1][1][funded].sum())),
+            check_every=config.alive_check_every,
         )
         parts.append(part)
         scored.append(score(task, part))
@@ -166,19 +167,14 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.O
     )
 
 
-def _active_logprobs(
-    model: torch.nn.Module, train: Rollouts, micro_batch: int | None, active: Tensor | None
-) -> Tensor:
-    """response_logprobs (B, T) with rows outside `active` (B,) bool left at 0 and not
-    forwarded; None or all True: every row."""
+def _update_rows(train: Rollouts, active: Tensor | None) -> tuple[Tensor, Rollouts]:
+    """(rows of `train` to forward (B',), those rows): rows outside `active` (B,) bool are
+    skipped; None or all True: every row."""
+    device = train.response_ids.device
     if active is None or bool(active.all()):
-        return response_logprobs(model, train, micro_batch)
-    full = torch.zeros(train.response_ids.shape, device=train.response_ids.device)  # (B, T)
+        return torch.arange(len(train), device=device), train
     rows = active.nonzero().squeeze(1)  # (B',)
-    if len(rows) == 0:
-        return full
-    part = response_logprobs(model, train.select(rows), micro_batch)  # (B', T)
-    return full.index_put((rows,), part)  # (B, T), differentiable in part
+    return rows, train.select(rows)
 
 
 def policy_update(
@@ -193,36 +189,58 @@ def policy_update(
     """updates_per_batch optimizer steps on policy_loss (+ kl_coef * KL); skips, and reports,
     a non-finite loss or gradient.
 
+    Backward per bucket: the dial's token weights w (B, T) (every normalizer: sequence, token
+    or constant) are computed from the whole batch's masks before any forward, so the loss is
+    sum_b sum_{i in b, t} w_it l_it over the length buckets b of `bucket_logprobs`; each
+    bucket's term is forwarded and backpropagated before the next bucket is forwarded, and the
+    gradients accumulate. The update's peak memory is then one bucket's graph (at most
+    config.micro_batch rows), whatever the batch; loss and gradient equal the single-backward
+    ones to float rounding.
+
     Without KL, rows with A = 0 (silent groups kept by GRPO / Dr. GRPO) have surrogate 0 and
-    gradient 0 at every ratio, so only the other rows are forwarded (`_active_logprobs`); the
-    loss keeps every row in its normalizer, so loss and gradient are those of the full batch."""
+    gradient 0 at every ratio, so only the other rows are forwarded; they stay in the
+    normalizers, so loss and gradient are those of the full batch."""
     if len(train) == 0:
         return UpdateResult(math.nan, math.nan, math.nan, True)
     params = [p for p in model.parameters() if p.requires_grad]
-    aggregate = make_aggregator(dial)
     mask = train.response_mask  # (B, T)
+    weights = advantage.make_token_weights(dial)(mask)  # (B, T), before any forward
     adv = adv.to(mask.device)  # (B,)
     active = (adv != 0) if ref_logp is None else None  # (B,) rows that carry a gradient
-    old_logp, losses, norms, kl_first = None, [], [], math.nan
-    for _ in range(config.updates_per_batch):
-        with autocast(config.precision, config.device):  # forward only; fp32 master weights
-            logp = _active_logprobs(model, train, config.micro_batch, active)  # (B, T)
-        if old_logp is None:
-            old_logp = logp.detach()  # the sampling policy's: ratio 1 on the first update
-        loss = advantage.policy_loss(logp, old_logp, adv, mask, dial)
-        if ref_logp is not None:
-            d = ref_logp - logp  # (B, T)
-            kl = aggregate(torch.exp(d) - d - 1.0, mask)
-            kl_first = float(kl.detach()) if math.isnan(kl_first) else kl_first
-            loss = loss + config.kl_coef * kl
+    rows, forwarded = _update_rows(train, active)  # (B',), B' rollouts
+    old_logp = torch.zeros(mask.shape, device=mask.device)  # (B, T), filled on the first update
+    losses, norms, kl_first = [], [], math.nan
+    for update in range(config.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
-        if loss.requires_grad:
-            loss.backward()
-        else:  # every row silent: a zero gradient, which AdamW still steps on (momentum)
+        loss_sum, kl_sum, backward = 0.0, 0.0, False
+        buckets = bucket_logprobs(model, forwarded, config.micro_batch)
+        while True:
+            with autocast(config.precision, config.device):  # forward only; fp32 master weights
+                item = next(buckets, None)
+            if item is None:
+                break
+            at, logp = item  # (b,) rows of `forwarded`, (b, tw)
+            idx, tw = rows[at], logp.shape[1]  # (b,) rows of `train`
+            if update == 0:  # the sampling policy's: ratio 1 on the first update
+                old_logp[idx, :tw] = logp.detach()
+            w = weights[idx, :tw]  # (b, tw)
+            loss = advantage.weighted_policy_loss(logp, old_logp[idx, :tw], adv[idx], w, dial)
+            if ref_logp is not None:
+                d = ref_logp[idx, :tw] - logp  # (b, tw)
+                kl = advantage.weighted_sum(torch.exp(d) - d - 1.0, w)
+                kl_sum += float(kl.detach())
+                loss = loss + config.kl_coef * kl
+            if loss.requires_grad:
+                loss.backward()  # frees this bucket's graph before the next forward
+                backward = True
+            loss_sum += float(loss.detach())
+        if ref_logp is not None and update == 0:
+            kl_first = kl_sum
+        if not backward:  # every row silent: a zero gradient, which AdamW still steps on
             for p in params:
                 p.grad = torch.zeros_like(p)
         norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip or math.inf)
-        losses.append(float(loss.detach()))
+        losses.append(loss_sum)
         norms.append(float(norm))
         if not (math.isfinite(losses[-1]) and math.isfinite(norms[-1])):
             optimizer.zero_grad(set_to_none=True)
@@ -267,6 +285,7 @@ def evaluate(
                 temperature,
                 generator=generator,
                 generation_batch=config.generation_batch,
+                check_every=config.alive_check_every,
             )
             correct.append(score(task, ro)[0].cpu().numpy())
             lengths.append(rec.lengths_of(ro.texts))

@@ -2,12 +2,14 @@
 
 `sample` draws groups of responses (`generate_groups`); `rollouts` holds them (`Rollouts`,
 `concat`); `logprobs` computes log pi(o_t | x, o_<t) of what was sampled (`response_logprobs`,
-on length buckets from `plan_buckets`); `generic_forward` is the transformers calling
-conventions both use for models the lean forward does not cover.
+on length buckets from `plan_buckets`; `bucket_logprobs` one bucket at a time);
+`generic_forward` is the transformers calling conventions both use for models the lean
+forward does not cover.
 """
 
 from grpo_dial.policy.rollout.logprobs import (
     FORWARD_OVERHEAD_TOKENS,
+    bucket_logprobs,
     plan_buckets,
     response_logprobs,
 )
@@ -17,6 +19,7 @@ from grpo_dial.policy.rollout.sample import decode_texts, eos_ids, generate_grou
 __all__ = [
     "FORWARD_OVERHEAD_TOKENS",
     "Rollouts",
+    "bucket_logprobs",
     "concat",
     "decode_texts",
     "eos_ids",

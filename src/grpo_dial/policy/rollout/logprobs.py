@@ -13,6 +13,8 @@ instead of recomputing them (the same values to float rounding).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -81,6 +83,8 @@ def _bucket_logits(
             project = activation_record.known_projector(known, holds)
         logits, _ = lean_llama.forward(model, target[:, : tw - 1], pos, attn, past, project=project)
         return torch.cat([first, logits.float()], 1)  # (B, tw, V)
+    if lean_llama.checkpointing(model):  # no cache under checkpointing: one plain forward
+        return _plain_logits(model, prompt, p_mask, target, resp_mask, can_keep)
     keep = {"logits_to_keep": 1} if can_keep else {}
     out = model(input_ids=u_ids, attention_mask=u_mask, position_ids=u_pos, use_cache=True, **keep)
     cache = cache_of(out)
@@ -88,12 +92,7 @@ def _bucket_logits(
     if tw == 1:
         return first
     if cache is None:  # no cache: one plain forward over the whole sequence
-        ids = torch.cat([prompt, target], 1)  # (B, pw + tw)
-        attn = torch.cat([p_mask, resp_mask], 1)
-        pos = (attn.cumsum(1) - 1).clamp(min=0)
-        keep = {"logits_to_keep": tw + 1} if can_keep else {}
-        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep)
-        return out.logits[:, -(tw + 1) : -1].float()
+        return _plain_logits(model, prompt, p_mask, target, resp_mask, can_keep)
     cache = select_rows(cache, inverse)
     attn = torch.cat([p_mask, resp_mask[:, : tw - 1]], 1)  # (B, pw + tw - 1)
     pos = (attn.cumsum(1) - 1).clamp(min=0)[:, pw:]  # (B, tw - 1)
@@ -105,6 +104,67 @@ def _bucket_logits(
         **{cache_arg(model): cache},
     )
     return torch.cat([first, out.logits.float()], 1)  # (B, tw, V)
+
+
+def _plain_logits(model, prompt, p_mask, target, resp_mask, can_keep: bool) -> Tensor:
+    """Float logits (B, tw, V) from one forward over concat(prompt, target): for models whose
+    forward returns no cache (e.g. Hugging Face layers under gradient checkpointing), so the
+    prompt is not forwarded a second time."""
+    tw = target.shape[1]
+    ids = torch.cat([prompt, target], 1)  # (B, pw + tw)
+    attn = torch.cat([p_mask, resp_mask], 1)
+    pos = (attn.cumsum(1) - 1).clamp(min=0)
+    keep = {"logits_to_keep": tw + 1} if can_keep else {}
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **keep)
+    return out.logits[:, -(tw + 1) : -1].float()
+
+
+def bucket_logprobs(
+    model: torch.nn.Module, rollouts: Rollouts, micro_batch: int | None = None
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """(rows (B_b,) long, logp (B_b, tw_b)) per bucket, each forwarded only when asked for.
+
+    The buckets of `response_logprobs` (`plan_buckets`, at most `micro_batch` rows each), their
+    log pi(o_t | x, o_<t) cut to the bucket's longest response tw_b (0 where the mask is 0).
+    Lazy: a caller that takes one bucket's backward before asking for the next holds one
+    bucket's autograd graph at a time. Differentiable."""
+    n = len(rollouts)
+    if micro_batch is None:
+        micro_batch = max(n, 1)
+    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
+        raise ValueError(f"micro_batch must be an integer >= 1 or None, got {micro_batch!r}")
+    if n == 0 or rollouts.response_ids.shape[1] == 0:
+        return iter(())
+    p_lens = rollouts.prompt_mask.sum(1).cpu().numpy()  # (N,)
+    t_lens = rollouts.response_mask.sum(1).cpu().numpy()  # (N,)
+    buckets = plan_buckets(p_lens, t_lens, micro_batch, FORWARD_OVERHEAD_TOKENS)
+    return _forward_buckets(model, rollouts, buckets, p_lens, t_lens)
+
+
+def _forward_buckets(model, rollouts: Rollouts, buckets, p_lens, t_lens):
+    device = rollouts.response_ids.device
+    p_width = rollouts.prompt_ids.shape[1]
+    can_keep = accepts(model, "logits_to_keep")
+    recorded = rollouts.recorded
+    if recorded is not None and not (lean_llama.applies(model) and recorded.valid_for(model)):
+        recorded = None
+    for rows in buckets:
+        pw, tw = int(p_lens[rows].max()), int(t_lens[rows].max())
+        idx = torch.as_tensor(rows, device=device)
+        if tw == 0:
+            yield idx, torch.zeros((len(rows), 0), device=device)
+            continue
+        prompt = rollouts.prompt_ids[idx, p_width - pw :]  # (B, pw)
+        p_mask = rollouts.prompt_mask[idx, p_width - pw :]  # (B, pw)
+        target = rollouts.response_ids[idx, :tw]  # (B, tw)
+        resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
+        known = None if recorded is None else recorded.gather(idx, tw - 1)
+        holds = () if known is None else recorded.leases
+        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known, holds)
+        picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
+        logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
+        del logits  # the graph keeps what the backward needs
+        yield idx, logp  # (B, tw)
 
 
 def response_logprobs(
@@ -120,42 +180,16 @@ def response_logprobs(
     logit[o_t] - logsumexp(logits), so no (N, P+T, V) log-softmax is built. Rollouts recorded
     by this model with its current weights (`generate_groups(record=True)`) take the sampler's
     projection outputs instead of recomputing them (same values to float rounding; the
-    gradient is the linear's). Differentiable.
+    gradient is the linear's). Differentiable; every bucket's graph is held until the caller's
+    backward (`bucket_logprobs` lets an update take one bucket's backward at a time).
     """
-    n = len(rollouts)
-    if micro_batch is None:
-        micro_batch = max(n, 1)
-    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
-        raise ValueError(f"micro_batch must be an integer >= 1 or None, got {micro_batch!r}")
+    n, t_len = len(rollouts), rollouts.response_ids.shape[1]
     device = rollouts.response_ids.device
-    p_width, t_len = rollouts.prompt_ids.shape[1], rollouts.response_ids.shape[1]
-    if t_len == 0 or n == 0:
+    parts = list(bucket_logprobs(model, rollouts, micro_batch))
+    if not parts:
         return torch.zeros((n, t_len), device=device)
-    p_lens = rollouts.prompt_mask.sum(1).cpu().numpy()  # (N,)
-    t_lens = rollouts.response_mask.sum(1).cpu().numpy()  # (N,)
-    buckets = plan_buckets(p_lens, t_lens, micro_batch, FORWARD_OVERHEAD_TOKENS)
-    can_keep = accepts(model, "logits_to_keep")
-    recorded = rollouts.recorded
-    if recorded is not None and not (lean_llama.applies(model) and recorded.valid_for(model)):
-        recorded = None
-    chunks = []
-    for rows in buckets:
-        pw, tw = int(p_lens[rows].max()), int(t_lens[rows].max())
-        if tw == 0:
-            chunks.append(torch.zeros((len(rows), t_len), device=device))
-            continue
-        idx = torch.as_tensor(rows, device=device)
-        prompt = rollouts.prompt_ids[idx, p_width - pw :]  # (B, pw)
-        p_mask = rollouts.prompt_mask[idx, p_width - pw :]  # (B, pw)
-        target = rollouts.response_ids[idx, :tw]  # (B, tw)
-        resp_mask = rollouts.response_mask[idx, :tw]  # (B, tw)
-        known = None if recorded is None else recorded.gather(idx, tw - 1)
-        holds = () if known is None else recorded.leases
-        logits = _bucket_logits(model, prompt, p_mask, target, resp_mask, can_keep, known, holds)
-        picked = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, tw)
-        logp = torch.where(resp_mask.bool(), picked - torch.logsumexp(logits, dim=-1), 0.0)
-        chunks.append(F.pad(logp, (0, t_len - tw)))  # (B, T)
-    order = torch.as_tensor(np.concatenate(buckets), device=device)  # (N,) sorted row of each
+    chunks = [F.pad(logp, (0, t_len - logp.shape[1])) for _, logp in parts]  # (B, T) each
+    order = torch.cat([rows for rows, _ in parts])  # (N,) sorted row of each
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(n, device=device)
     return torch.cat(chunks)[inverse]  # (N, T)

@@ -58,6 +58,7 @@ def generate_groups(
     prompt_texts: list[str] | None = None,
     generation_batch: int | None = None,
     record: bool = False,
+    check_every: int = 8,
 ) -> Rollouts:
     """G = group_size responses per problem, sampled with a KV cache.
 
@@ -78,6 +79,9 @@ def generate_groups(
     (`Rollouts.recorded`, where `activation_record.can_record(model)`), so that
     `response_logprobs` with unchanged weights skips the projections' matmuls; costs their size
     in memory (`activation_record.recorded_bytes`).
+    check_every: tokens between reads of how many rows are still running (each read is a host
+    sync); the rollouts are the same for any value. Logits that are NaN or +inf (or all -inf)
+    stop the sampling with a ValueError.
     """
     if not problems:
         raise ValueError("generate_groups needs at least one problem")
@@ -98,6 +102,8 @@ def generate_groups(
         raise ValueError(
             f"generation_batch must be an integer >= 1 or None, got {generation_batch!r}"
         )
+    if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every < 1:
+        raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
     texts = [p.prompt for p in problems] if prompt_texts is None else list(prompt_texts)
     if len(texts) != len(problems):
         raise ValueError(f"{len(texts)} prompt_texts for {len(problems)} problems")
@@ -140,7 +146,7 @@ def generate_groups(
                 parts.append(
                     _decode(
                         model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
-                        temperature, generator, eos, pad, part_buffers,
+                        temperature, generator, eos, pad, part_buffers, check_every,
                     )  # fmt: skip
                 )
     finally:
@@ -220,14 +226,18 @@ def _next_tokens(logits: Tensor, temperature: float, generator, rows: Tensor, n:
 
 
 def _decode(
-    model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad, buffers=None
-):
+    model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad, buffers=None,
+    check_every=1,
+):  # fmt: skip
     """The sampling loop over M distinct prompts (M, P), prompt j sampled counts[j] times.
 
     Returns response ids (N, T), response mask (N, T), finished (N,), N = sum(counts). The
     prompts are prefilled once and their cache rows repeated; decode row r is original row
-    rows[r]; when a fraction >= COMPACT_AT of the decode rows has finished they are dropped from
-    the cache, the mask and the positions, so later steps compute only live rows. Llama models
+    rows[r]; every `check_every` tokens the loop reads how many rows are alive (the only host
+    sync): it stops when none is, and when a fraction >= COMPACT_AT of the decode rows has
+    finished they are dropped from the cache, the mask and the positions, so later steps compute
+    only live rows. Steps past the last row's end only add padding, cut off at the end (the
+    width is the longest response), so the rollouts do not depend on check_every. Llama models
     prefill with `lean_llama.forward` and decode with `lean_llama.decode_logits` on
     preallocated key/value buffers (same numbers to float rounding), others with the model's
     own forward and cache. buffers (lean only): `activation_record.record_buffers` of these N
@@ -247,7 +257,8 @@ def _decode(
         logits, keys, values = last[:, -1], [], []  # (M, V)
         for pair in kv:
             for src, dst in zip(pair, (keys, values), strict=True):
-                buf = src.new_empty((n, *src.shape[1:2], width + max_new_tokens - 1, src.shape[3]))
+                shape = (n, src.shape[1], width + max_new_tokens - 1, src.shape[3])
+                buf = src.new_empty(shape, dtype=lean_llama.kv_dtype(src))  # compute dtype
                 buf[:, :, :width] = src[expand]
                 dst.append(buf)  # (N, H_kv, P + L - 1, hd)
         table = lean_llama.rotary_table(model, int(pos.max()) + max_new_tokens + 1)
@@ -268,8 +279,10 @@ def _decode(
     tokens = torch.full((n, max_new_tokens), pad, dtype=torch.long, device=device)  # (N, L)
     mask = torch.zeros((n, max_new_tokens), dtype=torch.long, device=device)  # (N, L)
     finished = torch.zeros(n, dtype=torch.bool, device=device)  # (N,)
-    steps = written = 0
+    written = 0
+    bad = torch.zeros((), dtype=torch.bool, device=device)  # any non-finite logits so far
     for t in range(max_new_tokens):
+        bad |= ~torch.isfinite(logits.amax(-1)).all()  # NaN, +inf or all -inf; no sync
         tok = _next_tokens(logits, temperature, generator, rows, n)  # (R,)
         tok = torch.where(alive, tok, pad)  # (R,)
         ended = alive & torch.isin(tok, eos)  # (R,)
@@ -282,19 +295,22 @@ def _decode(
             mask[rows, t] = alive.long()
             finished[rows] = finished[rows] | ended
         alive = alive & ~ended
-        steps = t + 1
-        n_alive = int(alive.sum())
-        if t + 1 == max_new_tokens or n_alive == 0:
+        if t + 1 == max_new_tokens:
             break
-        if n_alive < len(rows) and len(rows) - n_alive >= COMPACT_AT * len(rows):
-            live = alive.nonzero().squeeze(1)  # (R',)
-            rows, alive, tok, next_pos = rows[live], alive[live], tok[live], next_pos[live]
-            if not lean:
-                cache, attn = select_rows(cache, live), attn[live]
-            else:
-                keys = [k[live] for k in keys]
-                values = [v[live] for v in values]
-                full = None if full is None else full[live]
+        if (t + 1) % check_every == 0:
+            _refuse_nonfinite(bad, t + 1)
+            n_alive = int(alive.sum())
+            if n_alive == 0:
+                break
+            if n_alive < len(rows) and len(rows) - n_alive >= COMPACT_AT * len(rows):
+                live = alive.nonzero().squeeze(1)  # (R',)
+                rows, alive, tok, next_pos = rows[live], alive[live], tok[live], next_pos[live]
+                if not lean:
+                    cache, attn = select_rows(cache, live), attn[live]
+                else:
+                    keys = [k[live] for k in keys]
+                    values = [v[live] for v in values]
+                    full = None if full is None else full[live]
         if not lean:
             attn = F.pad(attn, (0, 1), value=1)  # (R, P + t + 1)
             out = model(
@@ -315,6 +331,16 @@ def _decode(
                 model, tok, next_pos, keys, values, slot, step_mask, table, project
             )
         next_pos = next_pos + 1
+    _refuse_nonfinite(bad, max_new_tokens)
+    steps = int(mask.sum(1).max())  # the longest response: later steps only added padding
     if buffers is not None:
-        return tokens[:, :steps], mask[:, :steps], finished, written
+        return tokens[:, :steps], mask[:, :steps], finished, min(written, steps - 1)
     return tokens[:, :steps], mask[:, :steps], finished
+
+
+def _refuse_nonfinite(bad: Tensor, t: int) -> None:
+    if bool(bad):
+        raise ValueError(
+            f"sampling stopped: the policy's logits are NaN or inf (by token {t}); the "
+            "weights or the forward are not finite (a diverged update, fp16 overflow?)"
+        )
