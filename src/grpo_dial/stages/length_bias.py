@@ -42,3 +42,60 @@ def length_bias_figure(input: Mapping, output: Mapping, params: Mapping) -> None
 
     fig = draw(*(read_table(input[k]) for k in ("steps", "summary", "fit", "curve")))
     save(fig, output["figure_png"], output.get("figure_pdf"))
+
+
+def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Length pressure of every own run: per step (steps.csv), per dial with intervals over
+    seeds (summary.csv) and whether it predicts the wrong-answer inflation (prediction.csv)."""
+    import pandas as pd
+
+    from grpo_dial.analysis import length_pressure as lp
+    from grpo_dial.train.arms import read_arm
+
+    frames, per_run = [], []
+    for path, (dial, seed) in zip(input["responses"], params["runs"], strict=True):
+        spec = params["dials"][dial]
+        arm, _ = read_arm(spec, max_new_tokens=params["max_new_tokens"])
+        steps = lp.step_pressure(read_table(path), arm.length_norm, arm.max_length)
+        frames.append(steps.assign(dial=dial, seed=int(seed)))
+        per_run.append(
+            {
+                "dial": dial,
+                "seed": int(seed),
+                "normalizer": arm.length_norm,
+                **lp.run_summary(steps, params["window_fraction"]),
+            }
+        )
+    runs = pd.DataFrame(per_run)
+    prediction = pd.DataFrame([lp.predicts_inflation(runs)])
+    log.info("length pressure per run:\n%s", runs.to_string(index=False))
+    log.info("does pressure predict inflation?\n%s", prediction.to_string(index=False))
+    write_table(pd.concat(frames, ignore_index=True), output["steps"])
+    write_table(lp.dial_summary(runs), output["summary"])
+    write_table(runs, output["runs"])
+    write_table(prediction, output["prediction"])
+
+
+def length_pressure_external(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """An imported run's length pressure per step under every normalizer, its own marked."""
+    import pandas as pd
+
+    from grpo_dial.analysis import length_pressure as lp
+
+    responses, source = lp.with_advantages(read_table(input["responses"]))
+    if source != "logged":
+        log.warning("%s: %s", params["name"], source)
+    frames = [lp.step_pressure(responses, norm) for norm in lp.NORMALIZERS]
+    out = pd.concat(frames, ignore_index=True)
+    out["used"] = out["normalizer"] == params["normalizer"]
+    out["advantage_source"] = source
+    write_table(out, output["steps"])
+
+
+def length_pressure_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Pressure per step by dial, and pressure against wrong-answer inflation per run."""
+    from grpo_dial.figures import save
+    from grpo_dial.figures.length_pressure import length_pressure_figure as draw
+
+    fig = draw(*(read_table(input[k]) for k in ("steps", "runs", "prediction")))
+    save(fig, output["figure_png"], output.get("figure_pdf"))
