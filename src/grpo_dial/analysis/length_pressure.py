@@ -64,7 +64,10 @@ def step_pressure(
         w = 1.0 / loss.groupby("step")["L"].transform("sum").clip(lower=1)
     else:
         w = pd.Series(1.0 / (b * (max_length or 1.0)), index=loss.index)
-    rel = w / w.groupby(loss["step"]).transform("mean") - 1.0  # w_i / w_bar - 1
+    by_step = w.groupby(loss["step"])
+    rel = w / by_step.transform("mean") - 1.0  # w_i / w_bar - 1
+    # equal weights in a step (constant, batch token mean): exactly 0, not a rounding residue
+    rel = rel.where(by_step.transform("max") > by_step.transform("min"), 0.0)
     centered = loss["L"] - loss.groupby(["step", "group"])["L"].transform("mean")
     push = loss["advantage"] * rel * centered
     scale = loss["advantage"].abs().groupby(loss["step"]).sum()
