@@ -72,11 +72,12 @@ for _name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]
         )
 SIM_TABLES = [name for name in config["simulate"]["tables"] if name in TABLES]
 for _name in config["length_bias"]["tables"]:
-    if _name not in config["passrate_tables"] and not (_name == POLICY_TABLE and POLICY_ENABLED):
+    if _name not in config["passrate_tables"] and _name != POLICY_TABLE:
         raise WorkflowError(
             f"config error: unknown pass-rate table '{_name}' in length_bias.tables; "
-            f"defined: {sorted(config['passrate_tables'])}"
+            f"defined: {sorted(config['passrate_tables'])} and {POLICY_TABLE}"
         )
+# base_policy only when the policy chain runs (the analysis half alone skips it)
 LENGTH_BIAS_TABLES = [name for name in config["length_bias"]["tables"] if name in TABLES]
 # length_bias keys that are LengthBiasConfig fields or the closed-form grid (not run_normalizers)
 LENGTH_BIAS_KEYS = [key for key in config["length_bias"] if key not in ("tables", "run_normalizers")]

@@ -59,6 +59,8 @@ rule length_pressure:
             f"{RESULTS}/length_pressure/summary.csv", caption="../report/length_pressure_summary.rst",
             category="Length bias",
         ),
+        runs=f"{RESULTS}/length_pressure/runs.csv",
+        prediction=f"{RESULTS}/length_pressure/prediction.csv",
     log:
         f"{RESULTS}/logs/length_pressure/train.log",
     benchmark:
@@ -97,7 +99,8 @@ rule length_pressure_figure:
     """Length pressure per step and arm, against each arm's wrong-answer length change."""
     input:
         steps=f"{RESULTS}/length_pressure/steps.csv",
-        summary=f"{RESULTS}/length_pressure/summary.csv",
+        runs=f"{RESULTS}/length_pressure/runs.csv",
+        prediction=f"{RESULTS}/length_pressure/prediction.csv",
     output:
         figure_png=report(
             f"{RESULTS}/figures/length_pressure.png", caption="../report/length_pressure.rst",

@@ -30,8 +30,8 @@ def title(runs: pd.DataFrame, prediction: pd.DataFrame) -> str:
     return (
         f"Length pressure {verdict} inflation: 1/|o| arms push wrong answers "
         f"{pushed['pressure_wrong'].mean():.2f} tokens per unit advantage, constant and token "
-        f"mean 0; wrong answers grow {pushed['wrong_length_change'].mean():+.1f} vs "
-        f"{flat['wrong_length_change'].mean():+.1f} tokens (Spearman rho "
+        f"mean 0; wrong answers grow {pushed['wrong_length_change'].mean():+.1f} tokens with it, "
+        f"{flat['wrong_length_change'].mean():+.1f} without (Spearman rho "
         f"{pred['spearman_rho']:.2f} over {int(pred['n_runs'])} runs)"
     )
 
