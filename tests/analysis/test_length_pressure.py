@@ -159,3 +159,31 @@ def test_stage_on_external_run_marks_its_normalizer(tmp_path):
     assert set(df["normalizer"]) == set(lp.NORMALIZERS)
     assert df.loc[df["used"], "normalizer"].unique().tolist() == ["token"]
     assert df["advantage_source"].str.startswith("recomputed").all()
+
+
+def test_stage_on_own_runs_uses_the_decomposition_as_inflation(tmp_path):
+    from grpo_dial.stages.length_bias import length_pressure
+
+    responses, terms, runs = [], [], [["grpo", 0], ["dr_grpo", 0], ["grpo", 1]]
+    for i, (dial, seed) in enumerate(runs):
+        path = tmp_path / f"{dial}{seed}.parquet"
+        _responses(n_steps=10, seed=i).to_parquet(path)
+        responses.append(str(path))
+        t = tmp_path / f"{dial}{seed}.csv"
+        term = {"quantity": ["within_incorrect"], "kind": ["term"], "value": [i * i]}
+        pd.DataFrame(term).to_csv(t)
+        terms.append(str(t))
+    out = {k: str(tmp_path / f"{k}.csv") for k in ("steps", "summary", "runs", "prediction")}
+    params = {
+        "runs": runs,
+        "dials": {"grpo": {"preset": "grpo"}, "dr_grpo": {"preset": "dr_grpo"}},
+        "max_new_tokens": 64,
+        "window_fraction": 0.1,
+    }
+    length_pressure({"responses": responses, "terms": terms}, out, params)
+    per_run = pd.read_csv(out["runs"])
+    assert per_run["within_incorrect"].tolist() == [0.0, 1.0, 4.0]
+    assert (per_run.loc[per_run["dial"] == "dr_grpo", "pressure_wrong"] == 0).all()
+    pred = pd.read_csv(out["prediction"]).iloc[0]
+    assert pred["inflation"] == "within_incorrect"
+    assert pred["inflation_gap"] == pytest.approx(1.0)  # (0 + 4)/2 with pressure - 1 without

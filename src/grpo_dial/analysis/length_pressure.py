@@ -137,30 +137,32 @@ def _interval(x: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:
 
 def dial_summary(per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per dial from per-run rows (dial, seed, normalizer, run_summary's keys): means and
-    90 % t intervals over seeds of pressure_wrong, pressure_net and the two length changes."""
+    90 % t intervals over seeds of pressure_wrong, pressure_net, the two length changes and the
+    decomposition's within_incorrect term when given."""
     rows = []
     for dial, f in per_run.groupby("dial", sort=False):
         row = {"dial": dial, "normalizer": f["normalizer"].iloc[0], "n_seeds": len(f)}
-        for col in (
-            "pressure_wrong",
-            "pressure_net",
-            "wrong_length_change",
-            "correct_length_change",
-        ):
+        cols = ["pressure_wrong", "pressure_net", "wrong_length_change", "correct_length_change"]
+        for col in cols + [c for c in ("within_incorrect",) if c in f.columns]:
             mean, lo, hi = _interval(f[col].to_numpy(dtype=float))
             row |= {col: mean, f"{col}_lo": lo, f"{col}_hi": hi}
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def predicts_inflation(per_run: pd.DataFrame) -> dict:
+def predicts_inflation(per_run: pd.DataFrame, inflation: str = "wrong_length_change") -> dict:
     """Does pressure predict inflation across runs? Spearman rho between a run's mean
-    pressure_wrong and its wrong_length_change, and the difference in mean wrong-length change
-    between runs with pressure (> 0) and without (== 0)."""
+    pressure_wrong and its inflation column (e.g. the decomposition's within_incorrect term), and
+    the difference in mean inflation between runs with pressure (> 0) and without (== 0)."""
     from scipy.stats import spearmanr
 
-    x, y = per_run["pressure_wrong"].to_numpy(float), per_run["wrong_length_change"].to_numpy(float)
+    x, y = per_run["pressure_wrong"].to_numpy(float), per_run[inflation].to_numpy(float)
     rho = float(spearmanr(x, y).statistic) if len(x) > 2 and np.ptp(x) > 0 else np.nan
     with_p, without = y[x > 1e-12], y[np.abs(x) <= 1e-12]
     gap = with_p.mean() - without.mean() if with_p.size and without.size else np.nan
-    return {"spearman_rho": rho, "inflation_gap": float(gap), "n_runs": len(x)}
+    return {
+        "inflation": inflation,
+        "spearman_rho": rho,
+        "inflation_gap": float(gap),
+        "n_runs": len(x),
+    }

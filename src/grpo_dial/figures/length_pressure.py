@@ -17,7 +17,8 @@ WINDOW = 9  # steps in the rolling mean of the per-step curves
 def title(runs: pd.DataFrame, prediction: pd.DataFrame) -> str:
     """The finding in one sentence, from the per-run and prediction tables."""
     pred = prediction.iloc[0]
-    by = runs.groupby("dial")[["pressure_wrong", "wrong_length_change"]].mean()
+    col = pred.get("inflation", "wrong_length_change")
+    by = runs.groupby("dial")[["pressure_wrong", col]].mean()
     pushed = by[by["pressure_wrong"] > 1e-12]
     flat = by[by["pressure_wrong"].abs() <= 1e-12]
     if pushed.empty or flat.empty:
@@ -30,8 +31,8 @@ def title(runs: pd.DataFrame, prediction: pd.DataFrame) -> str:
     return (
         f"Length pressure {verdict} inflation: 1/|o| arms push wrong answers "
         f"{pushed['pressure_wrong'].mean():.2f} tokens per unit advantage, constant and token "
-        f"mean 0; wrong answers grow {pushed['wrong_length_change'].mean():+.1f} tokens with it, "
-        f"{flat['wrong_length_change'].mean():+.1f} without (Spearman rho "
+        f"mean 0; wrong answers grow {pushed[col].mean():+.1f} with it, "
+        f"{flat[col].mean():+.1f} without ({col}; Spearman rho "
         f"{pred['spearman_rho']:.2f} over {int(pred['n_runs'])} runs)"
     )
 

@@ -44,6 +44,12 @@ def length_bias_figure(input: Mapping, output: Mapping, params: Mapping) -> None
     save(fig, output["figure_png"], output.get("figure_pdf"))
 
 
+def _within_incorrect(path: str) -> float:
+    terms = read_table(path)
+    row = terms[(terms["quantity"] == "within_incorrect") & (terms["kind"] == "term")]
+    return float(row["value"].iloc[0]) if len(row) else float("nan")
+
+
 def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Length pressure of every own run: per step (steps.csv), per dial with intervals over
     seeds (summary.csv) and whether it predicts the wrong-answer inflation (prediction.csv)."""
@@ -67,7 +73,10 @@ def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
             }
         )
     runs = pd.DataFrame(per_run)
-    prediction = pd.DataFrame([lp.predicts_inflation(runs)])
+    if input.get("terms"):  # the decomposition's within-incorrect term: the inflation measure
+        runs["within_incorrect"] = [_within_incorrect(path) for path in input["terms"]]
+    column = "within_incorrect" if "within_incorrect" in runs else "wrong_length_change"
+    prediction = pd.DataFrame([lp.predicts_inflation(runs, column)])
     log.info("length pressure per run:\n%s", runs.to_string(index=False))
     log.info("does pressure predict inflation?\n%s", prediction.to_string(index=False))
     write_table(pd.concat(frames, ignore_index=True), output["steps"])
