@@ -77,6 +77,10 @@ for _name in config["length_bias"]["tables"]:
             f"config error: unknown pass-rate table '{_name}' in length_bias.tables; "
             f"defined: {sorted(config['passrate_tables'])} and {POLICY_TABLE}"
         )
+if config["length_bias"]["n_prompts"] % config["length_bias"]["groups_per_batch"]:
+    raise WorkflowError(
+        "config error: length_bias.n_prompts must be a multiple of length_bias.groups_per_batch"
+    )
 # base_policy only when the policy chain runs (the analysis half alone skips it)
 LENGTH_BIAS_TABLES = [name for name in config["length_bias"]["tables"] if name in TABLES]
 # length_bias keys that are LengthBiasConfig fields or the closed-form grid (not run_normalizers)

@@ -157,7 +157,6 @@ def _rng(seed: int, kind: int) -> np.random.Generator:
 
 
 def _predict(
-    arm: str,
     dial: Dial,
     units: pd.DataFrame,
     tw: np.ndarray,
@@ -231,7 +230,7 @@ def _run_arm(
         mw, mc = tail_updates(
             r, uses_w, tails, tw, tc, config.core_length, dial, m, order if m > 1 else None
         )
-        pw, pc = _predict(arm, dial, units, tw, tc, config)
+        pw, pc = _predict(dial, units, tw, tc, config)
         sum_meas += np.stack([mw, mc], axis=1)
         sum_pred += np.stack([pw, pc], axis=1)
         frame = pd.DataFrame(
@@ -316,7 +315,7 @@ def closed_form_curve(
         dial = arm_dial(arm, config)
         for a in grid:
             units = pd.DataFrame({"seed": 0, "awareness": float(a), "p": p})
-            pw, pc = _predict(arm, dial, units, theta, theta, config)
+            pw, pc = _predict(dial, units, theta, theta, config)
             rows.append(
                 {
                     "arm": arm,
