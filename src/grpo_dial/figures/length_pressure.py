@@ -42,7 +42,8 @@ def length_pressure_figure(
 ) -> plt.Figure:
     """Pressure on wrong answers per step (rolling mean over WINDOW steps, mean over seeds);
     net pressure (what a blind length policy feels); each run's mean pressure against its
-    wrong-answer length change (last against first window)."""
+    wrong-answer inflation (prediction's `inflation` column: the decomposition's within-incorrect
+    term for own runs)."""
     theme()
     smooth = smooth_runs(steps, ["pressure_wrong", "pressure_net"], WINDOW)
     smooth = smooth.assign(dial=smooth["dial"].map(lambda d: ARM_LABELS.get(d, d)))
@@ -66,10 +67,13 @@ def length_pressure_figure(
         ax.axhline(0, color="black", lw=0.6)
         ax.set(xlabel="step", ylabel="length pressure (tokens)", title=what)
     axes[0].legend(title=None, frameon=False, fontsize=8)
+    inflation = (
+        prediction["inflation"].iloc[0] if "inflation" in prediction else "wrong_length_change"
+    )
     sns.scatterplot(
         data=runs_l,
         x="pressure_wrong",
-        y="wrong_length_change",
+        y=inflation,
         hue="dial",
         palette=palette,
         ax=axes[2],
@@ -80,13 +84,13 @@ def length_pressure_figure(
     axes[2].axvline(0, color="black", lw=0.6)
     axes[2].set(
         xlabel="mean pressure on wrong answers (tokens)",
-        ylabel="wrong-answer length change (tokens)",
+        ylabel=f"wrong-answer inflation ({inflation})",
         title="one point per run",
     )
     if np.isfinite(prediction["spearman_rho"].iloc[0]):
         axes[2].annotate(
             f"Spearman rho {prediction['spearman_rho'].iloc[0]:.2f}",
-            (0.03, 0.92),
+            (0.55, 0.06),
             xycoords="axes fraction",
         )
     fig.suptitle(title(runs, prediction), fontsize=11)
