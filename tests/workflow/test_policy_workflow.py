@@ -93,5 +93,6 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     assert jobs.pop("train") == 1 and jobs.pop("decompose_length") == 1, jobs
     assert jobs.pop("calibrate_lr", 0) <= 1, jobs  # only this arm's calibration
     # what depends on every run (the cross-run summary and its figures) follows; nothing else
-    assert set(jobs) <= {"training_summary", "training_figures", "summary", "all"}, jobs
+    cross_run = {"training_summary", "training_figures", "length_pressure"}
+    assert set(jobs) <= cross_run | {"length_pressure_figure", "summary", "all"}, jobs
     assert "results/train/dr_grpo/seed0" in plan.stdout.replace(str(tmp_path) + "/", "")

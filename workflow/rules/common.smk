@@ -156,6 +156,20 @@ for _name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]
             f"defined: {sorted(config['passrate_tables'])}"
         )
 SIM_TABLES = [name for name in config["simulate"]["tables"] if name in TABLES]
+for _name in config["length_bias"]["tables"]:
+    if _name not in config["passrate_tables"] and _name != POLICY_TABLE:
+        raise WorkflowError(
+            f"config error: unknown pass-rate table '{_name}' in length_bias.tables; "
+            f"defined: {sorted(config['passrate_tables'])} and {POLICY_TABLE}"
+        )
+if config["length_bias"]["n_prompts"] % config["length_bias"]["groups_per_batch"]:
+    raise WorkflowError(
+        "config error: length_bias.n_prompts must be a multiple of length_bias.groups_per_batch"
+    )
+# base_policy only when the policy chain runs (the analysis half alone skips it)
+LENGTH_BIAS_TABLES = [name for name in config["length_bias"]["tables"] if name in TABLES]
+# length_bias keys that are LengthBiasConfig fields or the closed-form grid (not run_normalizers)
+LENGTH_BIAS_KEYS = [key for key in config["length_bias"] if key not in ("tables", "run_normalizers")]
 DAPO = config["dapo_consistency"]
 DAPO_CURVE = None
 if DAPO["curve"] is not None and DAPO["table"] in TABLES:
@@ -406,6 +420,10 @@ def all_targets():
     if ALLOCATION_PAIRS:
         targets.append(f"{RESULTS}/figures/allocation.png")
     targets += expand(f"{RESULTS}/figures/external_{{run}}.png", run=RUNS_EXTERNAL)
+    targets += expand(f"{RESULTS}/figures/length_bias_{{table}}.png", table=LENGTH_BIAS_TABLES)
+    if POLICY_ENABLED:
+        targets.append(f"{RESULTS}/figures/length_pressure.png")
+    targets += expand(f"{RESULTS}/external/{{run}}/length_pressure.csv", run=RUNS_EXTERNAL)
     targets.append(f"{RESULTS}/summary.md")
     if DAPO_ENABLED:
         targets += [f"{RESULTS}/dapo/fit_summary.csv", f"{RESULTS}/figures/dapo_fit.png"]

@@ -1,0 +1,161 @@
+"""Figure of the length-bias simulation: tails over steps, drift against the closed form."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from grpo_dial.figures import theme
+
+ARM_LABELS = {
+    "grpo": "GRPO",
+    "dr_grpo": "Dr. GRPO",
+    "dapo": "DAPO",
+    "std_constant": "alpha 1 + constant",
+    "nostd_sequence": "alpha 0 + 1/|o|",
+}
+ARM_COLORS = {
+    "GRPO": "#1f4e79",
+    "Dr. GRPO": "#c0504d",
+    "DAPO": "#4f8f3a",
+    "alpha 1 + constant": "#e69f00",
+    "alpha 0 + 1/|o|": "#7f5fa8",
+}
+
+
+def _label(arm: str) -> str:
+    return ARM_LABELS.get(arm, arm)
+
+
+def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
+    """The finding in one sentence, from the summary and fit tables."""
+    s = summary.set_index(["arm", "awareness"])
+    top = summary["awareness"].max()
+    parts = []
+    if ("grpo", top) in s.index:
+        g = s.loc[("grpo", top)]
+        parts.append(
+            f"an aware tail (a = {top:g}) under GRPO: wrong tails {g['tail_wrong_start']:.1f} -> "
+            f"{g['tail_wrong_end']:.1f}, correct {g['tail_correct_start']:.1f} -> "
+            f"{g['tail_correct_end']:.1f} tokens"
+        )
+    if ("grpo", 0.0) in s.index:
+        b = s.loc[("grpo", 0.0)]
+        parts.append(f"blind: {b['tail_wrong_end']:.1f}")
+    if ("nostd_sequence", top) in s.index:
+        n = s.loc[("nostd_sequence", top)]
+        parts.append(
+            f"alpha 0 + 1/|o| at {n['measured_ratio_to_grpo']:.2f}x GRPO's rate "
+            f"(closed form {n['predicted_ratio_to_grpo']:.2f})"
+        )
+    r2 = fit.set_index("path")["r2"]
+    head = "Only a tail that knows it is wrong drifts: " if parts else "Length drift: "
+    return (
+        head + "; ".join(parts) + f"; closed form R^2 {r2.get('wrong', np.nan):.2f} (wrong), "
+        f"{r2.get('correct', np.nan):.2f} (correct); constant normalizers 0"
+    )
+
+
+def length_bias_figure(
+    steps: pd.DataFrame, summary: pd.DataFrame, fit: pd.DataFrame, curve: pd.DataFrame
+) -> plt.Figure:
+    """Typical wrong (solid) and correct (dashed) tail over steps at the highest awareness;
+    measured against closed-form per-step drift; wrong-path drift against awareness (lines:
+    closed form, points: simulation, 90 % intervals over seeds); each arm's drift over GRPO's."""
+    theme()
+    steps = steps.assign(arm=steps["arm"].map(_label))
+    summary_l = summary.assign(arm=summary["arm"].map(_label))
+    curve = curve.assign(arm=curve["arm"].map(_label))
+    top = steps["awareness"].max()
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
+
+    aware = steps[steps["awareness"] == top]
+    for y, style in (("tail_wrong", "-"), ("tail_correct", "--")):
+        sns.lineplot(
+            data=aware,
+            x="step",
+            y=y,
+            hue="arm",
+            palette=ARM_COLORS,
+            ax=axes[0],
+            linestyle=style,
+            errorbar=None,
+            legend=style == "-",
+        )
+    axes[0].set(
+        xlabel="step",
+        ylabel="typical tail (tokens); dashed: correct",
+        title=f"tail length, awareness {top:g}",
+    )
+    axes[0].legend(title=None, frameon=False, fontsize=8)
+
+    by_step = steps.groupby(["arm", "awareness", "step"], as_index=False).mean(numeric_only=True)
+    for path, marker in (("wrong", "o"), ("correct", "^")):
+        axes[1].scatter(
+            by_step[f"predicted_drift_{path}"],
+            by_step[f"measured_drift_{path}"],
+            s=8,
+            alpha=0.5,
+            marker=marker,
+            label=path,
+            c=by_step["arm"].map(ARM_COLORS).fillna("grey"),
+        )
+    lo = float(np.nanmin(by_step[["predicted_drift_wrong", "predicted_drift_correct"]].to_numpy()))
+    hi = float(np.nanmax(by_step[["predicted_drift_wrong", "predicted_drift_correct"]].to_numpy()))
+    axes[1].plot([lo, hi], [lo, hi], color="black", lw=0.8)
+    axes[1].set(
+        xlabel="closed-form drift per step",
+        ylabel="measured (mean over prompts, seeds)",
+        title="circles wrong, triangles correct; line y = x",
+    )
+
+    sns.lineplot(
+        data=curve,
+        x="awareness",
+        y="predicted_drift_wrong",
+        hue="arm",
+        palette=ARM_COLORS,
+        ax=axes[2],
+        legend=False,
+    )
+    for _, row in summary_l.iterrows():
+        color = ARM_COLORS.get(row["arm"], "grey")
+        err = np.array(
+            [
+                [row["measured_drift_wrong"] - row["measured_drift_wrong_lo"]],
+                [row["measured_drift_wrong_hi"] - row["measured_drift_wrong"]],
+            ]
+        )
+        axes[2].errorbar(
+            row["awareness"],
+            row["measured_drift_wrong"],
+            yerr=None if np.isnan(err).any() else err,
+            fmt="o",
+            color=color,
+        )
+    axes[2].axhline(0, color="black", lw=0.6)
+    axes[2].set(
+        xlabel="awareness a (0 = blind)",
+        ylabel="wrong-path drift per step",
+        title="lines: closed form at the start; points: run mean",
+    )
+
+    ratio = summary_l[summary_l["awareness"] == top]
+    x = np.arange(len(ratio))
+    axes[3].bar(
+        x, ratio["measured_ratio_to_grpo"], color=[ARM_COLORS.get(a, "grey") for a in ratio["arm"]]
+    )
+    lo_hi = ratio[["measured_ratio_to_grpo_lo", "measured_ratio_to_grpo_hi"]].to_numpy()
+    ok = ~np.isnan(lo_hi).any(axis=1)
+    axes[3].vlines(x[ok], lo_hi[ok, 0], lo_hi[ok, 1], color="black")
+    axes[3].scatter(x, ratio["predicted_ratio_to_grpo"], marker="_", s=400, color="black", zorder=3)
+    axes[3].set_xticks(x, ratio["arm"], rotation=20, ha="right")
+    axes[3].set(
+        ylabel="wrong-path drift / GRPO's", title="bars: run (90 % over seeds); dash: closed form"
+    )
+
+    fig.suptitle(title(summary, fit), fontsize=11)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,173 @@
+"""Tests for the length-bias simulation: the step through the project's code against token-level
+autograd of policy_loss, the run against the closed form, the summaries, config errors, stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from grpo_dial.analysis import length_bias as lb
+from grpo_dial.analysis.length_bias_summary import fit, summarize
+from grpo_dial.analysis.length_step import draw_tails, tail_updates
+from grpo_dial.core.advantage import advantages, keep_mask, policy_loss
+
+
+def _reference(rewards, uses_w, tails, tw0, tc0, c, dial, m):
+    """Loop over batches: per-token log-probs, policy_loss of each batch, autograd (no vmap)."""
+    j, g = rewards.shape
+    tw = torch.tensor(tw0, dtype=torch.float64, requires_grad=True)
+    tc = torch.tensor(tc0, dtype=torch.float64, requires_grad=True)
+    total = 0.0
+    for b in range(j // m):
+        rows = slice(b * m, (b + 1) * m)
+        r = torch.tensor(rewards[rows].reshape(-1), dtype=torch.float64)
+        ids = torch.arange(m).repeat_interleave(g)
+        adv, keep = advantages(r, ids, dial), keep_mask(r, ids, dial)
+        w = torch.from_numpy(uses_w[rows].reshape(-1))
+        theta = torch.where(w, tw[rows].repeat_interleave(g), tc[rows].repeat_interleave(g))
+        length = torch.from_numpy(c + tails[rows].reshape(-1))
+        width = int(c + tails.max())
+        pos = torch.arange(width)[None, :]
+        mask = (pos < length[:, None]) & keep[:, None]
+        cont = (pos >= c) & (pos < length[:, None])
+        last = pos == length[:, None] - 1
+        lq = torch.nn.functional.logsigmoid(theta)[:, None]
+        l1q = torch.nn.functional.logsigmoid(-theta)[:, None]
+        logp = torch.where(cont, lq, 0.0) + torch.where(last, l1q, 0.0)
+        total = total + m * policy_loss(logp, logp.detach(), adv, mask, dial)
+    gw, gc = torch.autograd.grad(total, (tw, tc))
+    return -gw.numpy(), -gc.numpy()
+
+
+@pytest.mark.parametrize("arm", lb.ARMS)
+@pytest.mark.parametrize("m", [1, 3])
+def test_tail_updates_equal_autograd_of_policy_loss(arm, m):
+    rng = np.random.default_rng(1)
+    j, g, c = 6, 4, 3
+    rewards = rng.random((j, g)) < 0.5
+    rewards[0] = True  # a silent group (DAPO drops it)
+    uses_w = rng.random((j, g)) < 0.5
+    tw0, tc0 = rng.normal(0.5, 0.5, j), rng.normal(0.0, 0.5, j)
+    tails = draw_tails(rng.random((j, g)), np.where(uses_w, tw0[:, None], tc0[:, None]))
+    dial = lb.arm_dial(arm, lb.LengthBiasConfig(n_prompts=6, groups_per_batch=m, max_length=50))
+    uw, uc = tail_updates(rewards, uses_w, tails, tw0, tc0, c, dial, m)
+    rw, rc = _reference(rewards, uses_w, tails, tw0, tc0, c, dial, m)
+    np.testing.assert_allclose(uw, rw, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(uc, rc, rtol=1e-9, atol=1e-15)
+    assert uw[0] == 0 and uc[0] == 0  # a silent group moves nothing
+
+
+def test_batch_order_permutes_batches_not_results():
+    rng = np.random.default_rng(2)
+    j, g = 8, 4
+    r, w = rng.random((j, g)) < 0.5, rng.random((j, g)) < 0.5
+    t = rng.integers(0, 6, (j, g))
+    tw, tc = np.zeros(j), np.zeros(j)
+    dial = lb.arm_dial("grpo", lb.LengthBiasConfig(n_prompts=8, groups_per_batch=2))
+    a = tail_updates(r, w, t, tw, tc, 2, dial, 2)
+    b = tail_updates(r, w, t, tw, tc, 2, dial, 2, batch_order=rng.permutation(j))
+    np.testing.assert_allclose(a[0], b[0])  # sequence weights do not depend on the batch
+
+
+def test_response_weights_are_the_aggregators_gradient():
+    lengths = np.array([3, 5, 2, 7])
+    dial = lb.arm_dial("dapo", lb.LengthBiasConfig(n_prompts=4, groups_per_batch=1))
+    from grpo_dial.analysis.length_step import response_weights
+
+    w = response_weights(lengths, np.ones(4, bool), dial, rows=2, m=1)
+    np.testing.assert_allclose(w, [1 / 8, 1 / 8, 1 / 9, 1 / 9])
+    seq = response_weights(lengths, np.ones(4, bool), replace(dial, length_norm="sequence"), 4, 2)
+    np.testing.assert_allclose(seq, 2 / (4 * lengths))
+
+
+SMALL = dict(n_prompts=64, steps=12, seeds=(0, 1), groups_per_batch=16, lr=4.0)
+
+
+@pytest.fixture(scope="module")
+def run():
+    pool = np.random.default_rng(0).beta(0.6, 0.6, 5000)
+    config = lb.LengthBiasConfig(**SMALL)
+    steps, prompts = lb.simulate_length_bias(pool, config)
+    return steps, prompts, config, pool
+
+
+def test_simulation_matches_the_closed_form_and_blind_is_zero(run):
+    steps, _, _, _ = run
+    summary = summarize(steps).set_index(["arm", "awareness"])
+    for arm in lb.ARMS:
+        blind = summary.loc[(arm, 0.0)]
+        assert blind["predicted_drift_wrong"] == pytest.approx(0, abs=1e-15)
+        s = steps[(steps["arm"] == arm) & (steps["awareness"] == 0)]
+        se = s["measured_drift_wrong"].std() / np.sqrt(len(s))
+        assert abs(s["measured_drift_wrong"].mean()) < 4 * se + 1e-12
+    for arm in ("grpo", "nostd_sequence"):
+        s = steps[(steps["arm"] == arm) & (steps["awareness"] == 1)]
+        diff = s["measured_drift_wrong"] - s["predicted_drift_wrong"]
+        assert abs(diff.mean()) < 4 * diff.std() / np.sqrt(len(s))
+        assert s["predicted_drift_wrong"].mean() > 8 * diff.std() / np.sqrt(len(s))
+    for arm in ("dr_grpo", "std_constant"):
+        assert summary.loc[(arm, 1.0), "predicted_drift_wrong"] == 0
+    aware = summary.loc[("grpo", 1.0)]
+    assert aware["tail_wrong_end"] > aware["tail_wrong_start"] > aware["tail_correct_end"]
+    ratio = summary.loc[("nostd_sequence", 1.0)]
+    assert ratio["measured_ratio_to_grpo_lo"] < ratio["predicted_ratio_to_grpo"]
+    assert ratio["predicted_ratio_to_grpo"] < ratio["measured_ratio_to_grpo_hi"]
+
+
+def test_fit_and_tables_are_tidy(run):
+    steps, prompts, config, pool = run
+    assert len(steps) == len(lb.ARMS) * 2 * len(config.seeds) * config.steps
+    assert len(prompts) == len(lb.ARMS) * 2 * len(config.seeds) * config.n_prompts
+    f = fit(steps).set_index("path")
+    assert f.loc["wrong", "r2"] > 0.5  # 64 prompts x 2 seeds; the default run gets ~0.95
+    assert f.loc["wrong", "blind_max_abs_z"] < 5
+    curve = lb.closed_form_curve(pool, config, (0.0, 0.5, 1.0))
+    g = curve[curve["arm"] == "grpo"]["predicted_drift_wrong"].to_numpy()
+    assert g[0] == 0 and g[1] == pytest.approx(g[2] / 2)
+
+
+def test_arms_share_prompts_and_first_step_draws(run):
+    steps, prompts, _, _ = run
+    p = prompts.pivot_table(index=["seed", "awareness", "prompt"], columns="arm", values="p")
+    assert (p.nunique(axis=1) == 1).all()
+    first = steps[steps["step"] == 0].pivot_table(
+        index=["seed", "awareness"], columns="arm", values="realized_tail_wrong"
+    )
+    np.testing.assert_allclose(first["grpo"], first["nostd_sequence"])  # same first draws
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"n_prompts": 30, "groups_per_batch": 16}, "multiple"),
+        ({"awareness": (1.5,)}, "awareness"),
+        ({"arms": ("grpo", "ppo")}, "arms"),
+        ({"core_length": 0}, "core_length"),
+        ({"initial_tail": 0}, "initial_tail"),
+        ({"core_length": 600}, "max_length"),
+        ({"group_size": 0}, "group_size"),
+    ],
+)
+def test_bad_config_fails_with_one_line(kw, match):
+    with pytest.raises(ValueError, match=match) as err:
+        lb.LengthBiasConfig(**kw)
+    assert "\n" not in str(err.value)
+
+
+def test_stage_writes_every_table(tmp_path):
+    from grpo_dial.passrates.tables import passrate_table, write_passrates
+    from grpo_dial.stages.length_bias import length_bias
+
+    k = np.random.default_rng(0).integers(1, 16, 40)
+    table = tmp_path / "t.parquet"
+    write_passrates(passrate_table([f"p{i}" for i in range(40)], "x", 16, k), table)
+    out = {n: str(tmp_path / f"{n}.csv") for n in ("steps", "prompts", "summary", "fit", "curve")}
+    params = dict(n_prompts=16, steps=2, seeds=[0], awareness=[0.0, 1.0], arms=["grpo", "dapo"],
+                  awareness_grid=[0.0, 1.0], threads=1)  # fmt: skip
+    length_bias({"table": str(table)}, out, params)
+    assert set(pd.read_csv(out["summary"])["arm"]) == {"grpo", "dapo"}
+    assert len(pd.read_csv(out["curve"])) == 4

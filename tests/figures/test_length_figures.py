@@ -1,0 +1,97 @@
+"""Tests for figures/length_bias.py and figures/length_pressure.py, through the tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from grpo_dial.figures.length_bias import length_bias_figure
+from grpo_dial.figures.length_bias import title as bias_title
+from grpo_dial.figures.length_pressure import length_pressure_figure
+from grpo_dial.figures.length_pressure import title as pressure_title
+
+ARMS = ["grpo", "dr_grpo", "nostd_sequence"]
+
+
+def _bias_tables():
+    rows = []
+    for arm, rate in zip(ARMS, [1.0, 0.0, 0.4], strict=True):
+        for a in (0.0, 1.0):
+            for step in range(5):
+                d = 0.003 * rate * a
+                rows.append(
+                    dict(
+                        arm=arm,
+                        seed=0,
+                        awareness=a,
+                        step=step,
+                        measured_drift_wrong=d,
+                        predicted_drift_wrong=d,
+                        measured_drift_correct=-d,
+                        predicted_drift_correct=-d,
+                        tail_wrong=4 + step * rate * a,
+                        tail_correct=4 - 0.2 * step * rate * a,
+                        realized_tail_wrong=4.0,
+                    )
+                )
+    steps = pd.DataFrame(rows)
+    summary = pd.DataFrame(
+        [
+            dict(
+                arm=arm,
+                awareness=a,
+                measured_drift_wrong=0.003 * r * a,
+                measured_drift_wrong_lo=0.0,
+                measured_drift_wrong_hi=0.004,
+                predicted_drift_wrong=0.003 * r * a,
+                tail_wrong_start=4.0,
+                tail_wrong_end=4 + 4 * r * a,
+                tail_correct_start=4.0,
+                tail_correct_end=4 - 0.8 * r * a,
+                measured_ratio_to_grpo=r if a else np.nan,
+                measured_ratio_to_grpo_lo=r,
+                measured_ratio_to_grpo_hi=r,
+                predicted_ratio_to_grpo=r if a else np.nan,
+            )
+            for arm, r in zip(ARMS, [1.0, 0.0, 0.4], strict=True)
+            for a in (0.0, 1.0)
+        ]
+    )
+    fit = pd.DataFrame({"path": ["wrong", "correct"], "r2": [0.97, 0.93]})
+    curve = summary[["arm", "awareness", "predicted_drift_wrong"]].assign(predicted_drift_correct=0)
+    return steps, summary, fit, curve
+
+
+def test_length_bias_title_states_the_numbers_from_the_tables():
+    steps, summary, fit, curve = _bias_tables()
+    text = bias_title(summary, fit)
+    assert "4.0 -> 8.0" in text and "0.40x" in text and "R^2 0.97" in text
+    fig = length_bias_figure(steps, summary, fit, curve)
+    assert fig._suptitle.get_text() == text
+    assert len(fig.axes) == 4
+
+
+def test_length_pressure_title_says_whether_pressure_predicts_inflation():
+    runs = pd.DataFrame(
+        {
+            "dial": ["grpo", "grpo", "dr_grpo", "dr_grpo"],
+            "seed": [0, 1, 0, 1],
+            "pressure_wrong": [0.5, 0.5, 0.0, 0.0],
+            "wrong_length_change": [8.0, 8.2, 8.1, 7.9],
+        }
+    )
+    null = pd.DataFrame([{"spearman_rho": 0.1, "inflation_gap": 0.1, "n_runs": 4}])
+    assert "does not predict" in pressure_title(runs, null)
+    real = pd.DataFrame([{"spearman_rho": 0.9, "inflation_gap": 5.0, "n_runs": 4}])
+    assert pressure_title(runs, real).startswith("Length pressure predicts")
+    steps = pd.DataFrame(
+        {
+            "dial": ["grpo"] * 3 + ["dr_grpo"] * 3,
+            "seed": 0,
+            "step": [0, 1, 2] * 2,
+            "pressure_wrong": [0.5] * 3 + [0.0] * 3,
+            "pressure_net": 0.0,
+        }
+    )
+    fig = length_pressure_figure(steps, runs, null)
+    assert "does not predict" in fig._suptitle.get_text()
