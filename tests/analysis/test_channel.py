@@ -143,12 +143,13 @@ def test_drift_per_run_and_per_dial() -> None:
     awareness = pd.DataFrame(
         {"step": range(10), "gap": np.arange(10.0), "auc_tail": np.linspace(0.5, 0.6, 10)}
     )
-    terms = pd.DataFrame(
-        {"quantity": ["Rw0", "Rw1", "Rc0", "Rc1"], "value": [10.0, 13.0, 10.0, 9.0]}
-    )
+    names = ["Rw0", "Rw1", "Rc0", "Rc1", "total", "within_incorrect_redundant"]
+    names += ["within_correct_redundant", "within_incorrect_work"]
+    terms = pd.DataFrame({"quantity": names, "value": [10.0, 13.0, 10.0, 9.0, 2, 1.5, -0.5, 1]})
     d = run_drift(awareness, terms, fraction=0.2)
     assert d["gap_drift"] == pytest.approx(8.5 - 0.5)
     assert d["wrong_tail_drift"] == 3 and d["correct_tail_drift"] == -1
+    assert d["within_incorrect_redundant"] == 1.5 and d["total"] == 2
     runs = pd.DataFrame(
         {
             "dial": ["grpo"] * 3 + ["dr_grpo"] * 3,
@@ -159,6 +160,9 @@ def test_drift_per_run_and_per_dial() -> None:
             "auc_tail_drift": [0.0] * 6,
         }
     )
+    for q in ("total", "within_incorrect_redundant", "within_correct_redundant"):
+        runs[q] = 0.0
+    runs["within_incorrect_work"] = 0.0
     ratios = pd.DataFrame({"dial": ["grpo", "dr_grpo"], "ratio_lo": [1, 0], "ratio_hi": [1, 0]})
     t = drift_by_dial(runs, ratios).set_index(["quantity", "dial"])
     assert t.loc[("gap_drift", "grpo"), "mean"] == 4.0

@@ -11,9 +11,9 @@ from grpo_dial.figures.channel import channel_figure
 from grpo_dial.figures.length_drift_runs import length_drift_runs_figure
 
 AWARE = pd.DataFrame(
-    [(d, s, step, 0.5 + 0.01 * step * (d == "grpo") + 0.01 * s, float(step))
+    [(d, s, step, 0.5 + 0.01 * step * (d == "grpo") + 0.01 * s, float(step), 20.0 + s, 20.0)
      for d in ("grpo", "dr_grpo") for s in (0, 1) for step in range(4)],
-    columns=["dial", "seed", "step", "auc_tail", "gap"],
+    columns=["dial", "seed", "step", "auc_tail", "gap", "mean_tail_wrong", "mean_tail_correct"],
 )  # fmt: skip
 CHANNEL = pd.DataFrame(
     {"dial": ["base", "grpo", "grpo", "dr_grpo"], "seed": [-1, 0, 1, 0],
@@ -24,9 +24,11 @@ CHANNEL = pd.DataFrame(
 
 def test_channel_figure_curves_and_title() -> None:
     fig = channel_figure(CHANNEL, AWARE)
-    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    tails = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    np.testing.assert_allclose(tails["GRPO"].get_ydata(), 20.5)  # wrong tails, seed mean
+    lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines()}
     np.testing.assert_allclose(lines["GRPO"].get_ydata(), 0.505 + 0.01 * np.arange(4))
-    bars = [p.get_height() for p in fig.axes[2].patches]
+    bars = [p.get_height() for p in fig.axes[3].patches]
     assert bars[:3] == [0.25, 0.6, 0.2]  # sensitivity of base, grpo (seed mean), dr_grpo
     title = fig.texts[0].get_text()
     assert "25% of wrong answers' checks disagree" in title and "0.51 at the base" in title

@@ -200,13 +200,18 @@ def seed_interval(x: np.ndarray, level: float = 0.9) -> tuple[float, float, floa
 
 # --------------------------------------------------------------------------- drift per run and dial
 
-DRIFT_QUANTITIES = ("gap_drift", "wrong_tail_drift", "correct_tail_drift", "auc_tail_drift")
+DRIFT_QUANTITIES = (
+    "gap_drift wrong_tail_drift correct_tail_drift auc_tail_drift total "
+    "within_incorrect_redundant within_correct_redundant within_incorrect_work"
+).split()
+_TERMS = tuple(DRIFT_QUANTITIES[4:])  # read from the length decomposition's terms
 
 
 def run_drift(awareness: pd.DataFrame, terms: pd.DataFrame, fraction: float = 0.1) -> dict:
     """One run's drift: gap and auc_tail, mean of the last ceil(fraction S) steps minus the
     first's (awareness: tail_awareness rows); the wrong and correct tail change Rw1 - Rw0 and
-    Rc1 - Rc0 from the length decomposition's stats (`terms`: decompose_with_intervals)."""
+    Rc1 - Rc0 and the decomposition's total and tail / work terms (`terms`:
+    decompose_with_intervals; on the tail task redundant = the tail)."""
     steps = np.sort(awareness["step"].unique())
     n = max(1, int(np.ceil(fraction * len(steps) - 1e-9)))
     first = awareness[awareness["step"].isin(steps[:n])]
@@ -221,6 +226,7 @@ def run_drift(awareness: pd.DataFrame, terms: pd.DataFrame, fraction: float = 0.
         "auc_tail_drift": float(last["auc_tail"].mean() - first["auc_tail"].mean()),
         "wrong_tail_drift": float(stat["Rw1"] - stat["Rw0"]),
         "correct_tail_drift": float(stat["Rc1"] - stat["Rc0"]),
+        **{q: float(stat[q]) for q in _TERMS},
     }
 
 
