@@ -93,6 +93,7 @@ def test_channel_rows_and_summary_by_hand() -> None:
     assert s["checks_right_rate"] == pytest.approx(5 / 6)  # 6 valued checks, one wrong (330)
     # group 0: wrong tails 40, 21 vs correct 21, 0: pairs 40>21, 40>0, 21=21, 21>0
     assert s["auc_tail"] == pytest.approx((3.5 + 0.5) / 5)  # group 1: one tie (6 vs 6)
+    assert s["auc_checks"] == pytest.approx((3.5 + 0.5) / 5)  # checks 2, 1 vs 1, 0; 1 vs 1
 
 
 def test_tail_awareness_uses_first_round_groups_per_step() -> None:

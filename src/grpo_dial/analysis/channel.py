@@ -13,7 +13,8 @@ acts on it. Tail length against correctness, per response set (`tail_awareness`)
 the AUC of tail characters for wrongness over pairs of the SAME group (same prompt, same step),
 so that harder prompts, whose checks are longer and whose answers are wrong more often, cannot
 pass for awareness; 0.5 = a tail blind to correctness. gap = mean over groups holding both
-classes of (mean wrong tail - mean correct tail).
+classes of (mean wrong tail - mean correct tail). auc_checks: the same AUC for the number of
+checks, which unlike characters does not grow with the digits a wrong answer writes.
 
 Prediction (DESIGN.md 1.4): the wrong tails' drift rate is lr E[sigma^(2-alpha)] |Cov(1/|o|, s)|
 under the per-sequence normalizer, 0 under the constant one and small (<= ~0.15 of the sequence
@@ -41,7 +42,7 @@ ROW_COLUMNS = (
 SUMMARY_COLUMNS = (
     "n accuracy mean_tail_correct mean_tail_wrong share_with_check checks_right_rate "
     "sensitivity false_alarm auc_disagree continue_after_disagree continue_after_agree "
-    "continue_gap auc_tail gap"
+    "continue_gap auc_tail gap auc_checks"
 ).split()
 
 
@@ -149,6 +150,7 @@ def channel_summary(rows: pd.DataFrame) -> pd.Series:
             "continue_gap": after_dis - after_agree,
             "auc_tail": within_group_auc(g, wrong, tail),
             "gap": within_group_gap(g, wrong, tail),
+            "auc_checks": within_group_auc(g, wrong, rows["n_checks"].to_numpy(dtype=float)),
         }
     )[SUMMARY_COLUMNS]
 
