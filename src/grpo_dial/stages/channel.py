@@ -64,6 +64,7 @@ def channel_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         run_drift,
         tail_awareness,
     )
+    from grpo_dial.core.theory import expected_sigma
     from grpo_dial.passrates.tables import read_passrates
     from grpo_dial.train.arms import read_arm
 
@@ -106,7 +107,12 @@ def channel_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         "tail drift (within-group wrong - correct gap), 90%% over seeds:\n%s",
         gap.to_string(index=False, float_format=lambda x: f"{x:.3g}"),
     )
-    log.info("mean E[sigma] of the pool at G=%d: %.4f", params["group_size"], float(np.mean(p)))
+    log.info(
+        "pool: mean pass rate %.4f, E[sigma] at G=%d %.4f",
+        float(np.mean(p)),
+        params["group_size"],
+        float(np.mean(expected_sigma(p, params["group_size"]))),
+    )
     write_table(channel, output["channel"])
     write_table(awareness, output["awareness"])
     write_table(runs_table, output["runs"])
