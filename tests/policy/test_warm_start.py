@@ -188,3 +188,23 @@ def test_length_buckets_give_the_padded_batch_gradient(tok, monkeypatch):
     assert np.allclose(curve["loss"], ref, atol=1e-5)
     for (name, a), b in zip(fast.named_parameters(), plain.parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-5), name
+
+
+def test_tail_corpus_is_blind_to_the_solution():
+    """The study's corpus (arithmetic with tail_checks 2, no rechecked style): 0, 1 or 2 checks
+    equally often, drawn independently of how long the solution before them is."""
+    from scipy import stats
+
+    from grpo_dial.data.tasks import ArithmeticTask
+    from grpo_dial.data.tasks.arithmetic_tail import split_tail
+
+    task = ArithmeticTask(operands=(2, 3), tail_checks=2)
+    weights = {"terse": 0.5, "worked": 0.5, "rechecked": 0.0}
+    corpus = build_corpus(task, WarmStartConfig(corpus_size=3000, style_weights=weights))
+    parts = [split_tail(d) for d in corpus["demonstration"]]
+    checks = np.array([tail.count("&") for _, tail in parts])  # (C,)
+    worked = np.array([";" in solution for solution, _ in parts])  # (C,) terse or worked
+    table = np.array([[np.sum((checks == j) & (worked == w)) for j in range(3)] for w in (0, 1)])
+    assert stats.chisquare(table.sum(0)).pvalue > 1e-3
+    assert stats.chi2_contingency(table).pvalue > 1e-3
+    assert not any("chk" in d for d in corpus["demonstration"])

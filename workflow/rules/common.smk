@@ -326,6 +326,27 @@ if REAL_LENGTH_INPUTS and REAL["tokenizer"] is not None and not Path(REAL["token
     _fail("real_lengths.tokenizer", missing_path(REAL["tokenizer"], "tokenizer directory", None))
 
 
+# ------------------------------------------------------------------ the checking tail's channel
+TASK_OPTIONS = config["task"]["options"]
+CHANNEL_ENABLED = POLICY_ENABLED and config["task"]["name"] == "arithmetic" and bool(
+    TASK_OPTIONS.get("tail_checks", 0)
+)
+if CHANNEL_ENABLED and config["channel"]["reference"] not in config["dials"]:
+    raise WorkflowError(
+        f"config error: channel.reference '{config['channel']['reference']}' is not in dials "
+        f"{sorted(config['dials'])}"
+    )
+CHANNEL_PARAMS = {
+    "task": config["task"],
+    "channel": config["channel"],
+    "device": config["model"]["device"],
+    "pool": config["pass_rates"]["pool"],
+    "pool_seed": config["pass_rates"]["seed"],
+    "max_new_tokens": config["train"]["max_new_tokens"],
+    "threads": config["train"]["threads"],
+}
+
+
 # ------------------------------------------------------------------ adaptive group sizes
 # A dial entry's keys that are not the Dial's: grpo_dial.train.arms.ALLOCATION_KEYS (that module
 # imports torch, which this file must not).
@@ -415,6 +436,8 @@ def all_targets():
     targets += train_targets()
     if POLICY_ENABLED:
         targets += expand(f"{RESULTS}/figures/{{name}}.png", name=TRAINING_FIGURES)
+    if CHANNEL_ENABLED:
+        targets += [f"{RESULTS}/figures/channel.png", f"{RESULTS}/figures/length_drift_runs.png"]
     if REAL_LENGTH_INPUTS:
         targets.append(f"{RESULTS}/figures/real_lengths.png")
     if ALLOCATION_PAIRS:

@@ -13,6 +13,8 @@ Where the task splits each response's length into necessary work W and redundant
 a_bar (Lc1 - Lc0) = a_bar (Wc1 - Wc0) + a_bar (Rc1 - Rc0), and the same for incorrect responses.
 The work/redundant terms are NaN when the task gives no split, or when `length` is not the
 character column (W and R are characters, so they do not add up to token counts).
+On the arithmetic task with a checking tail (tail_checks > 0) R holds the tail after the answer,
+so within_incorrect_redundant is the wrong tails' growth: the length bias's own term.
 
 Empty class in one window (say no correct response at step 0): that class's means are taken from
 the other window, so its within term is 0 and the mix term carries the whole change (a jumps

@@ -29,6 +29,11 @@ answer) or is a well-formed step seen more often than the problem's own worked s
 (once; twice for "5+0=5" in 5+0+0=). Every other character, including unparseable text, is
 work: padding is only claimed where the grammar proves it.
 work + redundant = len(response).
+
+Checking tail (tail_checks = K > 0; tasks/arithmetic_tail.py): after the answer, "&"-separated
+re-computations of the sum in other operand orders, J ~ Uniform{0..K} per demonstration. The
+verdict reads only the text before the first "&", so no tail changes it; the tail's characters
+count as redundant in the length split; "&" joins the alphabet only when K > 0.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from grpo_dial.data.tasks.arithmetic_problems import (
     take,
     worked_steps,
 )
+from grpo_dial.data.tasks.arithmetic_tail import MAX_TAIL_CHECKS, TAIL, check_lines, split_tail
 from grpo_dial.data.tasks.base import SPLITS, LengthSplit, Problem, Verdict
 
 RECHECK = "chk"
@@ -77,7 +83,7 @@ class ArithmeticTask:
 
     name: ClassVar[str] = "arithmetic"
     styles: ClassVar[tuple[str, ...]] = ("terse", "worked", "rechecked")
-    alphabet: ClassVar[str] = "0123456789+=;#" + RECHECK
+    base_alphabet: ClassVar[str] = "0123456789+=;#" + RECHECK
 
     operands: tuple[int, int] = _opt(
         (2, 4),
@@ -96,7 +102,18 @@ class ArithmeticTask:
         "whose pass rates sit between 0 and 1 to keep groups informative. Stored as sorted pairs.",
     )
 
+    tail_checks: int = _opt(
+        0,
+        f"Most re-computation checks after the answer in a demonstration (0..{MAX_TAIL_CHECKS}; "
+        "0 = no tail, the original task). Each demonstration draws 0..tail_checks uniformly, blind "
+        "to correctness; the verdict never reads the tail, so it is the free-length channel on "
+        "which the 1/|o| length bias can act (issue 13). Raise max_new_tokens to fit it.",
+    )
+
     def __post_init__(self) -> None:
+        _check_int("tail_checks", self.tail_checks, 0)
+        if self.tail_checks > MAX_TAIL_CHECKS:
+            raise ValueError(f"tail_checks must be <= {MAX_TAIL_CHECKS}, got {self.tail_checks}")
         object.__setattr__(self, "operands", _range("operands", self.operands, 2, MAX_OPERANDS))
         object.__setattr__(self, "digits", _range("digits", self.digits, 1, MAX_DIGITS))
         if self.mix is not None:
@@ -108,6 +125,11 @@ class ArithmeticTask:
             for o in range(self.operands[0], self.operands[1] + 1)
             for d in range(self.digits[0], self.digits[1] + 1)
         ]
+
+    @property
+    def alphabet(self) -> str:
+        """Every character of a prompt or demonstration; the tail's separator only with a tail."""
+        return self.base_alphabet + (TAIL if self.tail_checks else "")
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -190,25 +212,34 @@ class ArithmeticTask:
     # ----------------------------------------------------------------------------- responses
 
     def demonstration(self, problem: Problem, style: str, rng: np.random.Generator) -> str:
-        """A correct response in `style`; rechecked repeats 1-2 random steps after themselves."""
+        """A correct response in `style`; rechecked repeats 1-2 random steps after themselves;
+        with a tail, 0..tail_checks checks follow the answer (drawn after the style's draws)."""
         _check_choice("style", style, self.styles)
         xs = operands_of(problem.prompt)
         if problem.reference != str(sum(xs)):
             raise ValueError(f"reference {problem.reference!r} is not the sum {problem.prompt!r}")
         answer = "#" + problem.reference
         if style == "terse":
-            return answer
-        steps = worked_steps(xs)
-        if style == "rechecked":
-            checked = rng.integers(0, len(steps), size=int(rng.integers(1, 3)))  # (1 or 2,)
-            times = np.bincount(checked, minlength=len(steps)).tolist()  # (steps,)
-            steps = [x for s, t in zip(steps, times, strict=True) for x in [s] + [RECHECK + s] * t]
-        return ";".join(steps) + ";" + answer
+            solution = answer
+        else:
+            steps = worked_steps(xs)
+            if style == "rechecked":
+                checked = rng.integers(0, len(steps), size=int(rng.integers(1, 3)))  # (1 or 2,)
+                times = np.bincount(checked, minlength=len(steps)).tolist()  # (steps,)
+                pairs = zip(steps, times, strict=True)
+                steps = [x for s, t in pairs for x in [s] + [RECHECK + s] * t]
+            solution = ";".join(steps) + ";" + answer
+        if not self.tail_checks:
+            return solution  # no draw: the original task's corpus stays bit-for-bit the same
+        return solution + check_lines(xs, int(rng.integers(0, self.tail_checks + 1)))
 
     def verify(self, problem: Problem, response: str, finished: bool) -> Verdict:
-        """correct iff finished and response == <anything> '#' reference; truncated -> wrong."""
+        """correct iff finished and the solution == <anything> '#' reference; truncated -> wrong.
+        The solution is the whole response, or with a tail the text before its first '&'."""
         if not isinstance(response, str):
             raise ValueError(f"response must be a str, got {type(response).__name__}")
+        if self.tail_checks:
+            response = split_tail(response)[0]  # nothing from the first '&' on is ever read
         if not finished:
             return Verdict(correct=False, truncated=True, answer=None)
         start = response.rfind("#", max(0, len(response) - MAX_ANSWER_CHARS - 1))
@@ -218,9 +249,13 @@ class ArithmeticTask:
         return Verdict(correct=answer == problem.reference, truncated=False, answer=answer)
 
     def length_split(self, problem: Problem, response: str) -> LengthSplit:
-        """redundant = chars of 'chk' segments and repeated steps (with their ';'); work = rest."""
+        """redundant = chars of 'chk' segments and repeated steps (with their ';') and of the
+        tail, if the task has one; work = the rest."""
         if not isinstance(response, str):
             raise ValueError(f"response must be a str, got {type(response).__name__}")
+        tail = ""
+        if self.tail_checks:
+            response, tail = split_tail(response)
         needed = Counter(worked_steps(operands_of(problem.prompt)))  # a 0 operand repeats a step
         segments = response.split(";")
         redundant, seen = 0, Counter()
@@ -232,7 +267,7 @@ class ArithmeticTask:
                 seen[seg] += 1
                 if seen[seg] > max(needed[seg], 1):
                     redundant += len(seg) + sep
-        return LengthSplit(work=len(response) - redundant, redundant=redundant)
+        return LengthSplit(work=len(response) - redundant, redundant=redundant + len(tail))
 
 
 # ------------------------------------------------------------------------------- validation
