@@ -2,13 +2,13 @@
 
 Each step, in order (each a separate call): `sample_batch` (generate G responses for
 prompts_per_step prompts and score them with the task's verifier, refilling dropped silent groups
-for DAPO), `advantage.advantages`, the identity probe (every identity_every steps, on-policy,
-before the update), `policy_update` (advantage.weighted_policy_loss, one backward per bucket,
-optional KL, clipping, optimizer step), then records, held-out evaluation and the checkpoint. With
-allocation.scheme 'adaptive' the responses per prompt come from grpo_dial.train.allocation on the running pass-rate estimates of
-grpo_dial.passrates.tracker (updated after sampling, every step, whatever the allocation). The
-parts and their departures from the textbook algorithm are in grpo_dial.train.step; records in
-grpo_dial.train.records; checkpoints in grpo_dial.train.checkpoint.
+for DAPO), `advantage.advantages`, the identity probe (every identity_every steps, on-policy, before
+the update), `policy_update` (advantage.weighted_policy_loss, one backward per bucket, optional KL,
+clipping, optimizer step), then records, held-out evaluation and the checkpoint. With
+allocation.scheme 'adaptive' the responses per prompt come from grpo_dial.train.allocation on the
+running pass-rate estimates of grpo_dial.passrates.tracker (updated after sampling, every step,
+whatever the allocation). The parts and their departures from the textbook algorithm are in
+grpo_dial.train.step; records in grpo_dial.train.records; checkpoints in grpo_dial.train.checkpoint.
 
 The policy (and the frozen base for KL) is loaded in float32 on every device, so AdamW steps of
 size ~lr are not rounded away as they would be in bf16 weights.
