@@ -71,3 +71,27 @@ def test_memory_prints_the_predicted_peaks_of_a_config(capsys, monkeypatch):
     assert "24 GB: NO 80 GB: fits" in qwen.splitlines()[1]
     assert main(["memory", "--configfile", "no/such.yaml"]) == 2
     assert "config file not found" in capsys.readouterr().err
+
+
+def test_length_bias_stage_runs_outside_snakemake(tmp_path):
+    from grpo_dial.passrates.synthetic import synthetic_bigmath_like
+    from grpo_dial.passrates.tables import write_passrates
+
+    table = tmp_path / "table.parquet"
+    write_passrates(synthetic_bigmath_like(n_prompts=200, n=64, seed=0)[0], table)
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "n_prompts": 64, "steps": 4, "lr": 4.0, "seeds": [0], "awareness": [0.0, 1.0],
+                "core_length": 12, "initial_tail": 4.0, "groups_per_batch": 16,
+                "arms": ["grpo", "dr_grpo"], "awareness_grid": [0.0, 1.0],
+            }
+        )
+    )
+    names = ("steps", "prompts", "summary", "fit", "curve")
+    outputs = {name: tmp_path / f"{name}.csv" for name in names}
+    args = ["stage", "length_bias", "--params", str(params), "--input", f"table={table}"]
+    assert main([*args, "--output", *(f"{n}={p}" for n, p in outputs.items())]) == 0
+    summary = pd.read_csv(outputs["summary"])
+    assert set(summary["arm"]) == {"grpo", "dr_grpo"}

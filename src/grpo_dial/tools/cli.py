@@ -26,6 +26,8 @@ STAGES = {  # stage name -> its module in grpo_dial.stages (one module per rule 
     "difficulty_figure": "figures",
     "simulation_figure": "figures",
     "dapo_figure": "figures",
+    "length_bias": "length_bias",
+    "length_bias_figure": "length_bias",
 }
 
 
