@@ -426,7 +426,7 @@ def test_each_task_declares_its_options_from_its_own_fields() -> None:
     arithmetic = task_options(ArithmeticTask)
     assert [o.name for o in arithmetic] == [f.name for f in fields(ArithmeticTask)]
     assert all(o.help and not o.required for o in arithmetic)  # every field has help text
-    assert [o.default for o in arithmetic] == [(2, 4), (1, 3), None]
+    assert [o.default for o in arithmetic] == [(2, 4), (1, 3), None, 0]  # tail_checks too
     math = {o.name: o for o in task_options(TASKS["math"])}  # a plain class: its constructor
     assert [n for n, o in math.items() if o.required] == ["train", "heldout"]
     assert math["verify_timeout"].default == 5.0

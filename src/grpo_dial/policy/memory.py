@@ -184,9 +184,13 @@ KNOWN = {
 
 
 def shape_of(base: str) -> Shape:
-    """The Shape of a config's model.base: a KNOWN name, or a directory with a config.json."""
-    if base in KNOWN:
-        return KNOWN[base]
+    """The Shape of a config's model.base: a KNOWN name (bare or as hub:<id>), or a directory with
+    a config.json."""
+    from grpo_dial.data.sources import hub_model_id
+
+    name = hub_model_id(base) or base
+    if name in KNOWN:
+        return KNOWN[name]
     from pathlib import Path
 
     if (Path(base) / "config.json").exists():
@@ -195,7 +199,7 @@ def shape_of(base: str) -> Shape:
         return Shape.of(AutoConfig.from_pretrained(base))
     raise ValueError(
         f"model.base {base!r}: shape unknown; use a local model directory or one of "
-        f"{', '.join(KNOWN)}"
+        f"{', '.join(KNOWN)} (bare or as hub:<id>)"
     )
 
 
