@@ -31,13 +31,6 @@ RESPONSE_COLUMNS = (
 )  # fmt: skip
 # checked in this order; a row is counted under its first failing reason
 REASONS = ("missing_value", "bad_step", "bad_text", "bad_reward", "bad_correct")
-_FIELDS = ("step", "prompt", "response", "advantage", "difficulty")
-_OPTIONAL = {"advantage": "advantage", "difficulty": "difficulty"}
-_NO_ACC = (
-    "correct_from; verl drops reward extra-info keys whose length differs from the batch, as the "
-    "DAPO recipe's filtered batch does: use correct_from reward (threshold -1 for math_dapo's "
-    "+-1 score)"
-)
 
 
 def _prompt_ids(prompts: pd.Series) -> np.ndarray:
