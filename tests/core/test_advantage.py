@@ -406,12 +406,26 @@ NON_DEFAULT = {
     "max_length": 512,
     "clip_low": 0.1,
     "clip_high": 0.28,
+    "lambda_value": 0.5,
+    "lambda_learnable": True,
+    "lambda_r": 0.1,
+    "lambda_lr": 0.05,
+    "strata": "length_bucket",
+    "strata_blend": 0.3,
+    "anchor": "prompt",
+    "anchor_rate": 0.5,
+    "anchor_scale": 1.5,
+    "anchor_window": 4,
 }
 PRESET_VALUES = {  # written out, not read from PRESETS
     "grpo": {"std_power": 1.0, "silent": "keep", "length_norm": "sequence", "clip_high": 0.2},
     "dr_grpo": {"std_power": 0.0, "silent": "keep", "length_norm": "constant", "clip_high": 0.2},
     "dapo": {"std_power": 1.0, "silent": "drop", "length_norm": "token", "clip_high": 0.28},
+    "lambda_grpo": {"std_power": 1.0, "length_norm": "lambda", "lambda_learnable": True},
+    "stratified_grpo": {"std_power": 1.0, "strata": "truncated", "strata_blend": 0.5},
+    "hadw_grpo": {"std_power": 1.0, "length_norm": "sequence", "anchor": "batch"},
 }
+LEARNABLE_NEEDS_LAMBDA = "lambda_learnable needs length_norm='lambda'"
 
 
 def test_presets():
@@ -432,9 +446,15 @@ def test_every_field_overridable_and_documented():
         assert NON_DEFAULT[f.name] != f.default
         for name in [None, *PRESET_VALUES]:
             cfg = {f.name: NON_DEFAULT[f.name]} | ({} if name is None else {"preset": name})
+            base = Dial() if name is None else preset(name)
+            if f.name == "lambda_learnable" and base.length_norm != "lambda" or (
+                f.name == "length_norm" and base.lambda_learnable
+            ):  # the one cross-field rule: a learnable lambda only under lambda's weights
+                with pytest.raises(ValueError, match=LEARNABLE_NEEDS_LAMBDA):
+                    dial_from_config(cfg)
+                continue
             dial = dial_from_config(cfg)
             assert getattr(dial, f.name) == NON_DEFAULT[f.name]
-            base = Dial() if name is None else preset(name)
             others = [g.name for g in dataclasses.fields(Dial) if g.name != f.name]
             assert all(getattr(dial, o) == getattr(base, o) for o in others)
 
@@ -484,6 +504,17 @@ def test_any_combination_reachable(name, overrides):
         ({"max_length": 0}, ["max_length"]),
         ({"clip_low": 1.0}, ["clip_low"]),
         ({"clip_high": -0.1}, ["clip_high"]),
+        ({"length_norm": "lambda", "lambda_r": 0.0}, ["lambda_r", "> 0"]),
+        ({"length_norm": "lambda", "lambda_r": -0.5}, ["lambda_r"]),
+        ({"lambda_learnable": True}, ["lambda_learnable", "lambda"]),
+        ({"lambda_value": float("nan")}, ["lambda_value"]),
+        ({"anchor": "batch", "anchor_rate": 0.0}, ["anchor_rate", "(0, 1]"]),
+        ({"anchor": "batch", "anchor_rate": 1.5}, ["anchor_rate", "(0, 1]"]),
+        ({"anchor": "history"}, ["anchor", "'batch'", "'prompt'"]),
+        ({"anchor_scale": 0}, ["anchor_scale"]),
+        ({"anchor_window": 1}, ["anchor_window"]),
+        ({"strata": ""}, ["strata"]),
+        ({"strata_blend": 1.2}, ["strata_blend"]),
     ],
 )
 def test_config_errors_name_the_problem(cfg, must_mention):

@@ -37,14 +37,14 @@ def _run(base_dir, tmp, config=CFG, task=None, **kw):
 
 
 def _nan_at(monkeypatch, steps: set[int]):
-    real, calls = advantage.weighted_policy_loss, []
+    real, calls = advantage.weighted_sum, []
 
     def loss(*args):
         calls.append(1)
         value = real(*args)
         return value * math.nan if len(calls) in steps else value
 
-    monkeypatch.setattr(advantage, "weighted_policy_loss", loss)
+    monkeypatch.setattr(advantage, "weighted_sum", loss)
 
 
 def test_only_consecutive_nonfinite_steps_stop_the_run(base_dir, tmp_path, monkeypatch):

@@ -45,9 +45,9 @@ def test_train_run_never_passes_a_silent_group_to_the_loss(base_dir, tmp_path, m
     seen = []
     real = trainer.policy_update
 
-    def spy(model, optimizer, train, adv, dial, config, ref_logp=None):
+    def spy(model, optimizer, train, adv, dial, config, ref_logp=None, lam=None):
         seen.append(train)
-        return real(model, optimizer, train, adv, dial, config, ref_logp)
+        return real(model, optimizer, train, adv, dial, config, ref_logp, lam)
 
     monkeypatch.setattr(trainer, "policy_update", spy)
     cfg = replace(CFG, prompts_per_step=5, identity_every=0)

@@ -7,6 +7,9 @@ mean_g = k/G and std sigma_g with ddof d (d=0: population, d=1: sample),
 
 alpha=1 is GRPO/DAPO, alpha=0 is Dr. GRPO (A_i = r_i - mean_g). A group whose rewards are all
 equal (sigma_g = 0, "silent"; every singleton group is one) gets A_i = 0 exactly, even for eps = 0.
+Two more fixes act on A (`advantages`): Stratified GRPO's A <- beta A^(s) + (1 - beta) A, A^(s)
+the same formula within the response's stratum of its group (arXiv 2510.06214), and HA-DW's
+A <- Phi A, Phi = s exp(-sgn(A)(p_hat_g - C)) for a difficulty anchor C (arXiv 2601.08521).
 
 Per-token PPO loss with ratio rho = exp(logp - old_logp):
     l_it = -min(rho_it A_i, clip(rho_it, 1 - clip_low, 1 + clip_high) A_i),
@@ -14,7 +17,8 @@ reduced over B responses with 0/1 mask m_it and lengths |o_i| = sum_t m_it in on
     sequence (GRPO):     (1/B) sum_i (1/max(|o_i|, 1)) sum_t m_it l_it
     token (DAPO):        sum_it m_it l_it / max(sum_it m_it, 1)
     constant (Dr. GRPO): sum_it m_it l_it / (B * L_max)
-These are TRL's loss_type "grpo", "dapo"/"bnpo" and "dr_grpo". Empty responses count in B.
+These are TRL's loss_type "grpo", "dapo"/"bnpo" and "dr_grpo"; 'lambda' is lambda-GRPO's
+length-weighted token mean (core.token_weights). Empty responses count in B.
 Each is a weighted sum sum_it w_it l_it with per-token weights w_it that depend on the masks
 only (`make_token_weights`): m_it / (B max(|o_i|, 1)), m_it / max(sum m, 1), m_it / (B L_max).
 So the weights of a whole batch can be fixed before any forward and the loss summed over
@@ -36,140 +40,31 @@ sampling) needs generation, so it lives in the trainer; this module only says wh
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable
 from functools import partial
-from types import MappingProxyType
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-SILENT_CHOICES = ("keep", "drop")
-LENGTH_NORM_CHOICES = ("sequence", "token", "constant")
-
-
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
-
-
-@dataclass(frozen=True)
-class Dial:
-    """Every choice GRPO, Dr. GRPO and DAPO make about the group std, as independent fields."""
-
-    std_power: float = _opt(
-        1.0,
-        "alpha in [0,1]: A = (r - mean) / (sigma + eps)**alpha. 1 = GRPO/DAPO (arXiv 2402.03300, "
-        "2503.14476): equal weight per informative prompt, step ~ sigma. 0 = Dr. GRPO "
-        "(2503.20783): no difficulty reweighting, step ~ sigma^2. Values between interpolate.",
-    )
-    std_ddof: int = _opt(
-        0,
-        "0 = population std, the paper's sigma = sqrt(k(G-k))/G. 1 = sample std (torch.std) as "
-        "TRL, verl, OpenRLHF and oat use; larger by sqrt(G/(G-1)), so advantages shrink (x0.935 "
-        "at G=8). Pick 1 to match a framework's numbers.",
-    )
-    eps: float = _opt(
-        1e-6,
-        "Added to sigma before the power; matters only for small sigma (silent groups give 0 "
-        "anyway). TRL 1e-4, verl 1e-6 (default), oat 1e-8, OpenRLHF 1e-9. 0 for exact identities.",
-    )
-    silent: Literal["keep", "drop"] = _opt(
-        "keep",
-        "Groups whose rewards are all equal (sigma = 0, zero gradient). 'keep' (GRPO, Dr. GRPO, "
-        "TRL): they stay and dilute the token/sequence normalizers. 'drop' (DAPO dynamic "
-        "sampling): filter them out and refill the batch by sampling again.",
-    )
-    max_resample_rounds: int = _opt(
-        4,
-        "With silent='drop', how many extra sampling rounds may refill dropped groups; bounds the "
-        "sample cost. The paper's controlled DAPO arm resamples a silent group at most 4 times.",
-    )
-    length_norm: Literal["sequence", "token", "constant"] = _opt(
-        "sequence",
-        "'sequence' (GRPO, TRL 'grpo'): mean over each response's tokens, then over responses; "
-        "favours long wrong and short right answers. 'token' (DAPO, TRL 'dapo'/'bnpo'): batch sum "
-        "/ total tokens. 'constant' (Dr. GRPO, TRL 'dr_grpo'): sum / (responses * max_length), "
-        "no length bias.",
-    )
-    max_length: int | None = _opt(
-        None,
-        "L_max for length_norm='constant': set it to the generation limit (TRL's "
-        "max_completion_length). None uses the padded width of the mask, as verl does, which "
-        "makes the normalizer depend on how the batch happened to be padded.",
-    )
-    clip_low: float = _opt(
-        0.2,
-        "PPO lower clip: the ratio is floored at 1 - clip_low for negative advantages (0.2 in "
-        "PPO, GRPO, DAPO). Binds only when a batch is reused for more than one update.",
-    )
-    clip_high: float = _opt(
-        0.2,
-        "PPO upper clip: the ratio is capped at 1 + clip_high for positive advantages. 0.2 is "
-        "symmetric PPO/GRPO; DAPO's clip-higher uses 0.28 so rare tokens can still gain "
-        "probability (less entropy collapse).",
-    )
-
-    def __post_init__(self) -> None:
-        _check_real("std_power", self.std_power, 0.0, 1.0)
-        _check_choice("std_ddof", self.std_ddof, (0, 1))
-        _check_real("eps", self.eps, 0.0, math.inf, high_open=True)
-        _check_choice("silent", self.silent, SILENT_CHOICES)
-        _check_int("max_resample_rounds", self.max_resample_rounds, 0)
-        _check_choice("length_norm", self.length_norm, LENGTH_NORM_CHOICES)
-        if self.max_length is not None:
-            _check_int("max_length", self.max_length, 1)
-        _check_real("clip_low", self.clip_low, 0.0, 1.0, high_open=True)
-        _check_real("clip_high", self.clip_high, 0.0, math.inf)
-
-
-def _check_real(name: str, v: object, lo: float, hi: float, high_open: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ValueError(f"{name} must be a number, got {v!r} ({type(v).__name__})")
-    if not (lo <= v < hi if high_open else lo <= v <= hi):
-        raise ValueError(f"{name} must be in [{lo}, {hi}{')' if high_open else ']'}, got {v!r}")
-
-
-def _check_int(name: str, v: object, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
-
-def _check_choice(name: str, v: object, choices: tuple) -> None:
-    if isinstance(v, bool) or v not in choices or type(v) not in {type(c) for c in choices}:
-        raise ValueError(
-            f"{name}={v!r} is not valid; choose one of {', '.join(map(repr, choices))}"
-        )
-
-
-# Presets leave max_length None because L_max is a generation setting; set it for dr_grpo.
-PRESETS: Mapping[str, Dial] = MappingProxyType(
-    {
-        "grpo": Dial(),
-        "dr_grpo": Dial(std_power=0.0, length_norm="constant"),
-        "dapo": Dial(silent="drop", length_norm="token", clip_high=0.28),
-    }
-)
-
-
-def preset(name: str) -> Dial:
-    """The named recipe's dial: one of PRESETS."""
-    if not isinstance(name, str) or name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
-    return PRESETS[name]
-
-
-def dial_from_config(cfg: Mapping) -> Dial:
-    """{"preset": name, field: value, ...} -> the preset (default Dial()) with fields overridden."""
-    if not isinstance(cfg, Mapping):
-        raise ValueError(f"dial config must be a mapping, got {type(cfg).__name__}")
-    valid = ["preset"] + [f.name for f in fields(Dial)]
-    for key in cfg:
-        if key not in valid:
-            raise ValueError(f"unknown dial config key {key!r}; valid keys: {', '.join(valid)}")
-    base = preset(cfg["preset"]) if "preset" in cfg else Dial()
-    return replace(base, **{k: v for k, v in cfg.items() if k != "preset"})
+from grpo_dial.core.dial import ANCHOR_CHOICES as ANCHOR_CHOICES
+from grpo_dial.core.dial import LENGTH_NORM_CHOICES as LENGTH_NORM_CHOICES
+from grpo_dial.core.dial import PRESETS as PRESETS
+from grpo_dial.core.dial import SILENT_CHOICES as SILENT_CHOICES
+from grpo_dial.core.dial import Dial as Dial
+from grpo_dial.core.dial import _check_choice
+from grpo_dial.core.dial import dial_from_config as dial_from_config
+from grpo_dial.core.dial import preset as preset
+from grpo_dial.core.token_weights import LAMBDA_H_FLOOR as LAMBDA_H_FLOOR
+from grpo_dial.core.token_weights import _check_mask
+from grpo_dial.core.token_weights import constant_weights as constant_weights
+from grpo_dial.core.token_weights import lambda_factors as lambda_factors
+from grpo_dial.core.token_weights import lambda_objective as lambda_objective
+from grpo_dial.core.token_weights import lambda_weights as lambda_weights
+from grpo_dial.core.token_weights import sequence_weights as sequence_weights
+from grpo_dial.core.token_weights import token_weights as token_weights
+from grpo_dial.core.token_weights import unified_weights as unified_weights
+from grpo_dial.core.token_weights import weighted_sum as weighted_sum
 
 
 class GroupStats(NamedTuple):
@@ -236,10 +131,58 @@ def _advantages(r: Tensor, stats: GroupStats, dial: Dial) -> Tensor:
     return (r - stats.mean[stats.index]) / scale[stats.index]  # (N,)
 
 
-def advantages(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
-    """(N,) A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power; 0 in silent/singleton groups."""
+def _stratified(r: Tensor, stats: GroupStats, strata: Tensor | None, dial: Dial) -> Tensor:
+    """(N,) A_i computed within the stratum of i's group (every other setting as the dial's)."""
+    if strata is None or strata.shape != r.shape or strata.is_floating_point():
+        raise ValueError(
+            f"dial.strata={dial.strata!r} needs an integer stratum per response (N,) = "
+            f"{tuple(r.shape)}, got {None if strata is None else tuple(strata.shape)}"
+        )
+    pairs = torch.stack([stats.index, strata.to(stats.index)])  # (2, N)
+    cell = torch.unique(pairs, dim=1, return_inverse=True)[1]  # (N,) (group, stratum) number
+    return _advantages(r, group_stats(r, cell, dial.std_ddof), dial)
+
+
+def hadw_weights(adv: Tensor, p_hat: Tensor, anchor: Tensor, scale: float = 1.0) -> Tensor:
+    """(N,) HA-DW's Phi_i = scale exp(D_i M) = scale exp(-sgn(A_i) (p_hat_i - C_i)), with
+    D_i = -sgn(A_i) sgn(p_hat - C), M = |p_hat - C| (arXiv 2601.08521 as TRL PR #4872 states
+    it): on a prompt harder than the anchor (p_hat < C) positive advantages grow by e^M and
+    negative ones shrink by e^-M; on an easier one the reverse. p_hat, C: (N,) per response."""
+    return scale * torch.exp(-torch.sign(adv) * (p_hat - anchor))
+
+
+def advantages(
+    rewards: Tensor,
+    group_ids: Tensor,
+    dial: Dial,
+    *,
+    strata: Tensor | None = None,
+    anchor: Tensor | float | None = None,
+) -> Tensor:
+    """(N,) the dial's advantage of every response; 0 in silent/singleton groups (and cells):
+
+        A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power                       (group)
+        A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the same within i's stratum    (dial.strata)
+        A_i <- Phi_i A_i, Phi_i = s exp(-sgn(A_i)(p_hat_g - C_g))                  (dial.anchor)
+
+    strata: (N,) integer stratum of each response, needed when dial.strata is set. anchor: the
+    difficulty anchor C, a float or (M,) per group (groups in sorted order of their ids), needed
+    when dial.anchor is not 'none'; p_hat_g = mean_g, the group's accuracy."""
     stats = group_stats(rewards, group_ids, dial.std_ddof)
-    return _advantages(_float(rewards), stats, dial)
+    r = _float(rewards)  # (N,)
+    adv = _advantages(r, stats, dial)  # (N,)
+    if dial.strata is not None:
+        beta = dial.strata_blend
+        adv = beta * _stratified(r, stats, strata, dial) + (1 - beta) * adv
+    if dial.anchor != "none":
+        if anchor is None:
+            raise ValueError(f"dial.anchor={dial.anchor!r} needs the difficulty anchor C")
+        c = torch.as_tensor(anchor, dtype=r.dtype, device=r.device)
+        if c.ndim == 1 and c.shape != stats.mean.shape:
+            raise ValueError(f"anchor must be a float or (M,) = {tuple(stats.mean.shape)}")
+        c = c[stats.index] if c.ndim == 1 else c.expand_as(r)  # (N,)
+        adv = adv * hadw_weights(adv, stats.mean[stats.index], c, dial.anchor_scale)
+    return adv
 
 
 def keep_mask(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
@@ -252,14 +195,20 @@ def keep_mask(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
 SMALL_SCORES = 2**22  # scores up to this many elements take index_add (a temporary that size)
 
 
-def update_weights(rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
-    """(N,) A_i / G_g: response i's weight in its group's update (1/G_g) sum_{i in g} A_i s_i."""
+def update_weights(
+    rewards: Tensor, group_ids: Tensor, dial: Dial, **context: Tensor | float | None
+) -> Tensor:
+    """(N,) A_i / G_g: response i's weight in its group's update (1/G_g) sum_{i in g} A_i s_i;
+    `context`: the strata / anchor `advantages` takes."""
     stats = group_stats(rewards, group_ids, dial.std_ddof)
-    return _advantages(_float(rewards), stats, dial) / stats.size[stats.index]  # (N,)
+    return advantages(rewards, group_ids, dial, **context) / stats.size[stats.index]  # (N,)
 
 
-def group_update(scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial) -> Tensor:
-    """(M, D) per-group update (1/G_g) sum_{i in g} A_i s_i; equals sigma^(2-alpha) (s+ - s-).
+def group_update(
+    scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial, **context: Tensor | float | None
+) -> Tensor:
+    """(M, D) per-group update (1/G_g) sum_{i in g} A_i s_i; equals sigma^(2-alpha) (s+ - s-)
+    for the group estimator (no strata, no anchor).
 
     A sum of w_i s_i per group, w_i = A_i / G_g; for large scores (a real policy's gradients)
     one sparse (M, N) @ (N, D) product instead, so no (N, D) temporary of w_i s_i is made."""
@@ -269,7 +218,7 @@ def group_update(scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial)
             f"got {tuple(scores.shape)}"
         )
     stats = group_stats(rewards, group_ids, dial.std_ddof)
-    w = (_advantages(_float(rewards), stats, dial) / stats.size[stats.index]).to(scores)  # (N,)
+    w = update_weights(rewards, group_ids, dial, **context).to(scores)  # (N,)
     m, n = stats.size.numel(), scores.shape[0]
     index = stats.index.to(scores.device)  # (N,)
     if scores.numel() <= SMALL_SCORES:  # the (N, D) temporary is cheap and index_add faster
@@ -277,41 +226,6 @@ def group_update(scores: Tensor, rewards: Tensor, group_ids: Tensor, dial: Dial)
     at = torch.stack([index, torch.arange(n, device=scores.device)])  # (2, N)
     spread = torch.sparse_coo_tensor(at, w, (m, n), check_invariants=False)  # (M, N)
     return torch.sparse.mm(spread, scores)  # (M, D)
-
-
-def sequence_weights(mask: Tensor) -> Tensor:
-    """(B, T) m_it / (B max(|o_i|, 1)): GRPO's per-sequence mean as token weights."""
-    keep = mask.bool().double()  # (B, T); float64: exact normalizers for any loss dtype
-    lengths = keep.sum(-1, keepdim=True).clamp(min=1)  # (B, 1)
-    return keep / (lengths * max(keep.shape[0], 1))
-
-
-def token_weights(mask: Tensor) -> Tensor:
-    """(B, T) m_it / max(sum_it m_it, 1): DAPO's token mean as token weights."""
-    keep = mask.bool().double()  # (B, T)
-    return keep / keep.sum().clamp(min=1)
-
-
-def constant_weights(mask: Tensor, max_length: int | None = None) -> Tensor:
-    """(B, T) m_it / (B L_max), L_max = max_length or the padded width T: Dr. GRPO."""
-    keep = mask.bool().double()  # (B, T)
-    b, t = keep.shape
-    return keep / max(b * (t if max_length is None else max_length), 1)
-
-
-def weighted_sum(token_loss: Tensor, weights: Tensor) -> Tensor:
-    """sum_it w_it l_it over w != 0 (padding may hold inf/NaN, and NaN * 0 is NaN)."""
-    _check_mask(token_loss, weights)
-    w = weights.to(token_loss.dtype)  # (B, T)
-    return torch.where(weights != 0, token_loss * w, 0.0).sum()
-
-
-def _check_mask(token_loss: Tensor, mask: Tensor) -> None:
-    if token_loss.ndim != 2 or mask.shape != token_loss.shape:
-        raise ValueError(
-            f"token_loss and mask must be (B, T) of equal shape, got "
-            f"{tuple(token_loss.shape)} and {tuple(mask.shape)}"
-        )
 
 
 def sequence_mean(token_loss: Tensor, mask: Tensor) -> Tensor:
@@ -332,39 +246,47 @@ def constant_normalizer(token_loss: Tensor, mask: Tensor, max_length: int | None
     return weighted_sum(token_loss, constant_weights(mask, max_length))
 
 
-Aggregator = Callable[[Tensor, Tensor], Tensor]
-TokenWeights = Callable[[Tensor], Tensor]
-
-# length_norm -> builder of the mask (B, T) -> weights (B, T) map; keys = LENGTH_NORM_CHOICES.
-_WEIGHTS: Mapping[str, Callable[[Dial], TokenWeights]] = MappingProxyType(
-    {
-        "sequence": lambda dial: sequence_weights,
-        "token": lambda dial: token_weights,
-        "constant": lambda dial: partial(constant_weights, max_length=dial.max_length),
-    }
-)
+Aggregator = Callable[..., Tensor]  # (token_loss (B,T), mask (B,T), group_ids=None) -> scalar
+TokenWeights = Callable[..., Tensor]  # (mask (B,T), group_ids=None, lam=None) -> (B, T)
 
 
 def make_token_weights(dial: Dial) -> TokenWeights:
-    """The dial's mask (B, T) -> token weights (B, T) whose weighted sum is its aggregation,
-    chosen once per run; compute them on the whole batch, then sum any split of its rows."""
-    return _WEIGHTS[dial.length_norm](dial)
+    """The dial's (mask (B, T), group_ids (B,) = None, lam = None) -> token weights (B, T) whose
+    weighted sum is its aggregation, chosen once per run; compute them on the whole batch, then
+    sum any split of its rows. Only lambda-GRPO reads group_ids and lam (None: lambda_value)."""
+    norm = dial.length_norm
+    if norm == "lambda":
+
+        def weights(mask: Tensor, group_ids: Tensor | None = None, lam=None) -> Tensor:
+            value = dial.lambda_value if lam is None else float(lam)
+            return lambda_weights(mask, group_ids, value, dial.lambda_r)
+
+        return weights
+    plain = {
+        "sequence": sequence_weights,
+        "token": token_weights,
+        "constant": partial(constant_weights, max_length=dial.max_length),
+    }[norm]
+    return lambda mask, group_ids=None, lam=None: plain(mask)
 
 
 def make_aggregator(dial: Dial) -> Aggregator:
-    """The dial's (token_loss (B,T), mask (B,T)) -> scalar reduction, chosen once per run."""
+    """The dial's (token_loss (B,T), mask (B,T), group_ids (B,) = None) -> scalar reduction,
+    chosen once per run."""
     weights = make_token_weights(dial)
 
-    def aggregator(token_loss: Tensor, mask: Tensor) -> Tensor:
+    def aggregator(token_loss: Tensor, mask: Tensor, group_ids: Tensor | None = None) -> Tensor:
         _check_mask(token_loss, mask)
-        return weighted_sum(token_loss, weights(mask))
+        return weighted_sum(token_loss, weights(mask, group_ids))
 
     return aggregator
 
 
-def aggregate(token_loss: Tensor, mask: Tensor, dial: Dial) -> Tensor:
-    """make_aggregator(dial)(token_loss, mask); build the aggregator once in a loop instead."""
-    return make_aggregator(dial)(token_loss, mask)
+def aggregate(
+    token_loss: Tensor, mask: Tensor, dial: Dial, group_ids: Tensor | None = None
+) -> Tensor:
+    """make_aggregator(dial)(token_loss, mask, group_ids); build the aggregator once instead."""
+    return make_aggregator(dial)(token_loss, mask, group_ids)
 
 
 def clipped_surrogate(logp: Tensor, old_logp: Tensor, adv: Tensor, dial: Dial) -> Tensor:
@@ -380,9 +302,23 @@ def clipped_surrogate(logp: Tensor, old_logp: Tensor, adv: Tensor, dial: Dial) -
     return -torch.minimum(ratio * a, clipped * a)  # (B, T)
 
 
-def policy_loss(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor, dial: Dial) -> Tensor:
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    dial: Dial,
+    group_ids: Tensor | None = None,
+) -> Tensor:
     """Scalar loss: the dial's aggregation of the clipped surrogate over unmasked tokens."""
-    return make_aggregator(dial)(clipped_surrogate(logp, old_logp, adv, dial), mask)
+    return make_aggregator(dial)(clipped_surrogate(logp, old_logp, adv, dial), mask, group_ids)
+
+
+def row_sums(token_loss: Tensor, weights: Tensor) -> Tensor:
+    """(B,) sum_t l_it over tokens with w != 0 (NaN-safe like weighted_sum): L_i of
+    `lambda_objective`."""
+    _check_mask(token_loss, weights)
+    return torch.where(weights != 0, token_loss, 0.0).sum(-1)
 
 
 def weighted_policy_loss(

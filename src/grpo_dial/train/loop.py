@@ -48,7 +48,7 @@ from grpo_dial.passrates.tracker import (
 )
 from grpo_dial.policy.model import autocast
 from grpo_dial.policy.rollout import response_logprobs
-from grpo_dial.train import checkpoint, guard, resume
+from grpo_dial.train import checkpoint, estimator, guard, resume
 from grpo_dial.train import records as rec
 from grpo_dial.train.allocation import allocate_groups
 from grpo_dial.train.batch import UpdateResult
@@ -171,11 +171,11 @@ def new_run(
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     rng, generator = sampling_rngs(config)
-    prior = tracker_prior(
-        [p.prompt_id for p in pool], pass_rates, config.allocation.prior_strength
-    )
+    prior = tracker_prior([p.prompt_id for p in pool], pass_rates, config.allocation.prior_strength)
     key = _resume_key(config, dial, pool, heldout, model, prior)
     optimizer = make_optimizer(model, config)
+    lam = estimator.new_lambda(dial, config.device)
+    estimator.attach_lambda(optimizer, lam, dial)
     return RunState(
         model,
         tokenizer,
@@ -189,6 +189,7 @@ def new_run(
         vocab,
         key,
         prior,
+        lam=lam,
     )
 
 
@@ -222,7 +223,10 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
     run.tracker = tracker_update(
         *run.tracker, batch.pool_index, batch.rewards.numpy(), settings.decay
     )
-    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)  # (N,)
+    context = estimator.context(dial, batch, task, run.anchor, estimate)
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dial, **context)  # (N,)
+    anchor = context.get("anchor")
+    run.anchor = estimator.next_anchor(dial, run.anchor, batch)
     train = batch.rollouts.select(batch.trained)
     if config.identity_every and step % config.identity_every == 0:
         t_probe = time.perf_counter()
@@ -235,10 +239,12 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
     if run.ref_model is not None and len(train):
         with torch.no_grad(), autocast(config.precision, config.device):
             ref_logp = response_logprobs(run.ref_model, train, config.micro_batch)  # (B, T)
+    lam_used = estimator.lambda_value(dial, run.lam)
     result = policy_update(
-        run.model, run.optimizer, train, adv[batch.trained], dial, config, ref_logp
+        run.model, run.optimizer, train, adv[batch.trained], dial, config, ref_logp, run.lam
     )
     lr = config.lr * config.lr_scale
+    extras = rec.estimator_stats(dial, lam_used, anchor, context.get("strata"), batch)
     rec.record_step(
         run.records,
         step,
@@ -250,6 +256,7 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
         run.vocab,
         lr,
         time.perf_counter() - t0,
+        extras,
     )
     return result
 

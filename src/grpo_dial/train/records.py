@@ -58,7 +58,7 @@ STEP_COLUMNS = (
     "mean_redundant_correct mean_work_incorrect mean_redundant_incorrect truncation_rate "
     "silent_fraction all_correct_fraction all_wrong_fraction trained_groups resampled_prompts "
     "samples loss grad_norm lr kl wall_seconds nonfinite checker_timeouts checker_errors "
-    "checker_crashes checker_bad_references"
+    "checker_crashes checker_bad_references lambda anchor strata_cells strata_split_groups"
 ).split()
 MASS_COLUMNS = ("step", "band", "n_groups", "mass", "share")
 RESPONSE_COLUMNS = (
@@ -68,9 +68,7 @@ RESPONSE_COLUMNS = (
 EVAL_COLUMNS = (
     "step mode difficulty n accuracy mean_len mean_len_correct mean_len_incorrect".split()
 )
-ALLOCATION_COLUMNS = (
-    "step prompt_id band resample_round p_estimate unanimous G".split()
-)
+ALLOCATION_COLUMNS = "step prompt_id band resample_round p_estimate unanimous G".split()
 TABLES = ("steps", "mass", "responses", "evals", "identity", "allocation")
 
 Records = dict[str, list[dict[str, list]]]
@@ -152,13 +150,41 @@ def step_stats(
     }
 
 
-def group_mass(rewards: Tensor, group_ids: Tensor, dial: Dial) -> tuple[Tensor, Tensor]:
+def group_mass(
+    rewards: Tensor, group_ids: Tensor, dial: Dial, adv: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """(ids (M,), m_g (M,)): the identity's scalar sigma_p^2 / (sigma_d + eps)^alpha per group,
-    via advantage.group_update with scores r_i - mean_g (so s+ - s- = 1); 0 for silent groups."""
+    via advantage.group_update with scores r_i - mean_g (so s+ - s- = 1); 0 for silent groups.
+    With the step's advantages `adv` (N,) (strata, anchor): sum_i A_i (r_i - mean_g) / G_g."""
     r = rewards.double()  # (N,)
     stats = group_stats(r, group_ids)
     centred = (r - stats.mean[stats.index])[:, None]  # (N, 1)
-    return stats.ids, group_update(centred, r, group_ids, dial)[:, 0]  # (M,), (M,)
+    if adv is None:
+        return stats.ids, group_update(centred, r, group_ids, dial)[:, 0]  # (M,), (M,)
+    w = adv.double() / stats.size[stats.index]  # (N,)
+    return stats.ids, r.new_zeros(len(stats.ids)).index_add_(0, stats.index, w * centred[:, 0])
+
+
+def estimator_stats(
+    dial: Dial, lam: float, anchor: float | Tensor | None, strata: Tensor | None, batch: Batch
+) -> dict[str, float]:
+    """The per-step quantities the newer estimators add: lambda-GRPO's lambda (NaN otherwise),
+    HA-DW's anchor (the mean over groups for 'prompt'; NaN when off), and for stratified
+    normalization the (group, stratum) cells of the batch and the groups split into more than one
+    stratum (NaN when off)."""
+    nan = math.nan
+    out = {"lambda": lam, "anchor": nan, "strata_cells": nan, "strata_split_groups": nan}
+    if anchor is not None:
+        out["anchor"] = float(torch.as_tensor(anchor, dtype=torch.float64).mean())
+    if strata is not None and len(strata):
+        cells = torch.unique(torch.stack([batch.group_ids, strata.to(batch.group_ids)]), dim=1)
+        groups = torch.unique(batch.group_ids).numel()
+        out["strata_cells"] = float(cells.shape[1])
+        out["strata_split_groups"] = float(
+            torch.unique(cells[0], return_counts=True)[1].gt(1).sum()
+        )
+        out["strata_cells"] = float(cells.shape[1]) if groups else nan
+    return out
 
 
 def mass_chunk(
@@ -236,8 +262,10 @@ def record_step(
     vocab: tuple[str, ...],
     lr: float,
     wall: float,
+    extras: dict[str, float] | None = None,
 ) -> None:
-    """Append one step's rows to `steps`, `mass` and `responses` (adv: (N,) of every response)."""
+    """Append one step's rows to `steps`, `mass` and `responses` (adv: (N,) of every response;
+    extras: `estimator_stats`, NaN columns when None)."""
     ro, gid, first, trained = batch.rollouts, batch.group_ids, batch.rounds == 0, batch.trained
     lengths = lengths_of(ro.texts)  # (N,)
     first_np = first.numpy()  # (N,)
@@ -265,12 +293,13 @@ def record_step(
         "checker_errors": 0,
         "checker_crashes": 0,
         "checker_bad_references": 0,
+        **(extras or estimator_stats(dial, math.nan, None, None, batch)),
     }
     records["steps"].append({k: [v] for k, v in row.items()})
 
     group_band, mass = [], np.zeros(0)
     if trained.any():
-        ids, m = group_mass(batch.rewards[trained], gid[trained], dial)  # (M,), (M,)
+        ids, m = group_mass(batch.rewards[trained], gid[trained], dial, adv[trained])  # (M,)
         prompt_of = dict(zip(gid.tolist(), (p.prompt_id for p in ro.problems), strict=True))
         group_band, mass = [bands[prompt_of[g]] for g in ids.tolist()], m.numpy()
     records["mass"].append(mass_chunk(step, group_band, mass, vocab))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_dial.core.difficulty_anchor import AnchorState
 from grpo_dial.train import checkpoint
 from grpo_dial.train.state import RunState
 
@@ -92,6 +93,13 @@ def restore(run: RunState, state: dict, device: str) -> int:
     checkpoint.restore_rng(state["rng"], run.rng, run.generator, device)
     run.records, run.nonfinite = state["records"], state["nonfinite_steps"]
     run.tracker = tuple(t.numpy() for t in state["tracker"])
+    estimator_state = state.get("estimator", {})
+    if run.lam is not None and "lambda" in estimator_state:
+        with torch.no_grad():
+            run.lam.copy_(estimator_state["lambda"])
+    if "anchor" in estimator_state:
+        value, *history = estimator_state["anchor"].tolist()
+        run.anchor = AnchorState(value, tuple(history))
     run.saved_step = state["step"]
     return state["step"]
 
@@ -117,9 +125,18 @@ def save(run: RunState, path: Path, step: int, device: str) -> None:
             "optimizer": run.optimizer.state_dict(),
             "rng": checkpoint.capture_rng(run.rng, run.generator, device),
             "tracker": [torch.from_numpy(t) for t in run.tracker],
+            "estimator": _estimator_state(run),
         },
     )
     run.saved_step = step
+
+
+def _estimator_state(run: RunState) -> dict:
+    """lambda-GRPO's lambda and HA-DW's anchor (value, then its accuracy history) as tensors."""
+    out = {"anchor": torch.tensor([run.anchor.value, *run.anchor.history], dtype=torch.float64)}
+    if run.lam is not None:
+        out["lambda"] = run.lam.detach().clone()
+    return out
 
 
 def last_good(run: RunState, path: Path) -> str:

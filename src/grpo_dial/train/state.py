@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from grpo_dial.core.difficulty_anchor import START, AnchorState
 from grpo_dial.data.tasks.base import Problem
 from grpo_dial.train import records as rec
 
@@ -31,3 +32,5 @@ class RunState:
     nonfinite: int = 0  # CONSECUTIVE steps skipped for a non-finite loss or gradient, up to now
     saved_step: int | None = None  # step of the last checkpoint written or resumed (None: none)
     checker_seen: dict[str, int] = field(default_factory=dict)  # verifier tallies already booked
+    lam: torch.nn.Parameter | None = None  # lambda-GRPO's learnable lambda (in the optimizer)
+    anchor: AnchorState = START  # HA-DW's batch difficulty anchor (train.estimator)

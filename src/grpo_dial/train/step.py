@@ -38,10 +38,12 @@ from torch import Tensor
 
 from grpo_dial.core import advantage
 from grpo_dial.core.advantage import Dial, group_stats, keep_mask, silent_groups
+from grpo_dial.core.difficulty_anchor import START
 from grpo_dial.data.tasks.base import Problem, Task
 from grpo_dial.policy import activation_record
 from grpo_dial.policy.model import autocast
 from grpo_dial.policy.rollout import Rollouts, bucket_logprobs, concat, generate_groups
+from grpo_dial.train import estimator
 from grpo_dial.train import records as rec
 from grpo_dial.train.batch import Batch, UpdateResult
 from grpo_dial.train.config import TrainConfig
@@ -185,9 +187,10 @@ def policy_update(
     dial: Dial,
     config: TrainConfig,
     ref_logp: Tensor | None = None,
+    lam: torch.nn.Parameter | None = None,
 ) -> UpdateResult:
     """updates_per_batch optimizer steps on policy_loss (+ kl_coef * KL); skips, and reports,
-    a non-finite loss or gradient.
+    a non-finite loss or gradient. `lam`: lambda-GRPO's learnable lambda (in `optimizer`).
 
     Backward per bucket: the dial's token weights w (B, T) (every normalizer: sequence, token
     or constant) are computed from the whole batch's masks before any forward, so the loss is
@@ -199,12 +202,19 @@ def policy_update(
 
     Without KL, rows with A = 0 (silent groups kept by GRPO / Dr. GRPO) have surrogate 0 and
     gradient 0 at every ratio, so only the other rows are forwarded; they stay in the
-    normalizers, so loss and gradient are those of the full batch."""
+    normalizers, so loss and gradient are those of the full batch.
+
+    A learnable lambda enters only lambda-GRPO's response factors f_i(lambda): the policy's
+    gradient uses f at the current lambda (weights fixed before the forwards), and lambda's
+    gradient is that of sum_i f_i(lambda) L_i / sum |o| with the buckets' per-response loss sums
+    L_i (advantage.lambda_objective), taken after the last bucket: together the exact gradient
+    of the one loss, with no bucket's graph kept."""
     if len(train) == 0:
         return UpdateResult(math.nan, math.nan, math.nan, True)
     params = [p for p in model.parameters() if p.requires_grad]
     mask = train.response_mask  # (B, T)
-    weights = advantage.make_token_weights(dial)(mask)  # (B, T), before any forward
+    group_ids = train.group_ids.to(mask.device)  # (B,)
+    row_loss = torch.zeros(len(train), dtype=torch.float64, device=mask.device)  # (B,) L_i
     adv = adv.to(mask.device)  # (B,)
     active = (adv != 0) if ref_logp is None else None  # (B,) rows that carry a gradient
     rows, forwarded = _update_rows(train, active)  # (B',), B' rollouts
@@ -212,7 +222,10 @@ def policy_update(
     losses, norms, kl_first = [], [], math.nan
     for update in range(config.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
+        # (B, T) before any forward; lambda-GRPO's at this update's lambda
+        weights = advantage.make_token_weights(dial)(mask, group_ids, lam)
         loss_sum, kl_sum, backward = 0.0, 0.0, False
+        row_loss.zero_()
         buckets = bucket_logprobs(model, forwarded, config.micro_batch)
         while True:
             with autocast(config.precision, config.device):  # forward only; fp32 master weights
@@ -225,15 +238,24 @@ def policy_update(
                 old_logp[idx, :tw] = logp.detach()
             w = weights[idx, :tw]  # (b, tw)
             loss = advantage.weighted_policy_loss(logp, old_logp[idx, :tw], adv[idx], w, dial)
+            kl_tokens = None
             if ref_logp is not None:
                 d = ref_logp[idx, :tw] - logp  # (b, tw)
-                kl = advantage.weighted_sum(torch.exp(d) - d - 1.0, w)
+                kl_tokens = torch.exp(d) - d - 1.0  # (b, tw)
+                kl = advantage.weighted_sum(kl_tokens, w)
                 kl_sum += float(kl.detach())
                 loss = loss + config.kl_coef * kl
+            if lam is not None:  # L_i of this bucket's rows, for lambda's gradient
+                with torch.no_grad():
+                    tl = advantage.clipped_surrogate(logp, old_logp[idx, :tw], adv[idx], dial)
+                    tl = tl if kl_tokens is None else tl + config.kl_coef * kl_tokens
+                    row_loss[idx] = advantage.row_sums(tl, w).double()
             if loss.requires_grad:
                 loss.backward()  # frees this bucket's graph before the next forward
                 backward = True
             loss_sum += float(loss.detach())
+        if lam is not None:  # lambda's gradient, from the loss sums of every bucket
+            advantage.lambda_objective(row_loss, mask, group_ids, lam, dial.lambda_r).backward()
         if ref_logp is not None and update == 0:
             kl_first = kl_sum
         if not backward:  # every row silent: a zero gradient, which AdamW still steps on
@@ -299,12 +321,19 @@ def evaluate(
 # --------------------------------------------------------------------------- lr matching
 
 
-def update_norm(model: torch.nn.Module, batch: Batch, dial: Dial, config: TrainConfig) -> float:
+def update_norm(
+    model: torch.nn.Module,
+    batch: Batch,
+    dial: Dial,
+    config: TrainConfig,
+    context: dict | None = None,
+) -> float:
     """||theta' - theta|| of ONE optimizer step (fresh optimizer, clipping as configured) on
-    `batch`, taken on a deep copy: the live model is untouched."""
+    `batch`, taken on a deep copy: the live model is untouched. `context`: the strata / anchor
+    `advantage.advantages` needs for the dial (train.estimator.context)."""
     clone = copy.deepcopy(model).eval()
     before = [p.detach().clone() for p in clone.parameters()]
-    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)  # (N,)
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dial, **(context or {}))  # (N,)
     train = batch.rollouts.select(batch.trained)
     one = replace(config, updates_per_batch=1)
     result = policy_update(clone, make_optimizer(clone, one), train, adv[batch.trained], dial, one)
@@ -321,12 +350,14 @@ def update_norm(model: torch.nn.Module, batch: Batch, dial: Dial, config: TrainC
 def calibration_update_norm(
     model: torch.nn.Module, tokenizer, task: Task, dial: Dial, config: TrainConfig
 ) -> float:
-    """update_norm on the run's own first batch (same pool, seed and sampling as step 1)."""
+    """update_norm on the run's own first batch (same pool, seed and sampling as step 1). A
+    'prompt' anchor weighs it against the tracker without a prior (every estimate 1/2)."""
     pool = task.problems("train", config.train_pool, config.pool_seed)
     rng, generator = sampling_rngs(config)
     with autocast(config.precision, config.device):
         batch = sample_batch(model, tokenizer, task, pool, dial, config, rng, generator)
-    return update_norm(model, batch, dial, config)
+    context = estimator.context(dial, batch, task, START, np.full(len(pool), 0.5))
+    return update_norm(model, batch, dial, config, context)
 
 
 def lr_match_factor(reference_norm: float, arm_norm: float) -> float:

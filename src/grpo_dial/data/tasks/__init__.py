@@ -15,12 +15,15 @@ from types import MappingProxyType
 
 from grpo_dial.data.tasks.arithmetic import ArithmeticTask
 from grpo_dial.data.tasks.base import (
+    GENERIC_STRATA,
     SPLITS,
     LengthSplit,
     Problem,
     Task,
     TaskOption,
     Verdict,
+    provided_strata,
+    stratum_error,
     task_options,
 )
 from grpo_dial.data.tasks.math import MathTask
@@ -32,6 +35,7 @@ TASKS: Mapping[str, type] = MappingProxyType(
 __all__ = ["SPLITS", "TASKS", "ArithmeticTask", "LengthSplit", "MathTask", "Problem", "Task"]
 __all__ += ["TaskOption", "Verdict"]
 __all__ += ["get_task", "option_error", "task_options"]
+__all__ += ["GENERIC_STRATA", "provided_strata", "stratum_error"]
 
 
 def get_task(name: str, **options: object) -> Task:

@@ -248,6 +248,18 @@ class ArithmeticTask:
             return Verdict(correct=False, truncated=False, answer=None)
         return Verdict(correct=answer == problem.reference, truncated=False, answer=answer)
 
+    @property
+    def stratum_keys(self) -> tuple[str, ...]:
+        """Stratum keys this task provides beyond base.GENERIC_STRATA: with a checking tail,
+        'check_lines' (the number of checks a response wrote)."""
+        return ("check_lines",) if self.tail_checks else ()
+
+    def stratum(self, problem: Problem, response: str, key: str) -> int:
+        """The response's stratum under one of `stratum_keys`."""
+        if key not in self.stratum_keys:
+            raise ValueError(f"task {self.name!r} provides no stratum {key!r}")
+        return split_tail(response)[1].count(TAIL)
+
     def length_split(self, problem: Problem, response: str) -> LengthSplit:
         """redundant = chars of 'chk' segments and repeated steps (with their ';') and of the
         tail, if the task has one; work = the rest."""

@@ -21,6 +21,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 SPLITS = ("train", "eval", "heldout")
+# Stratum keys of the dial's stratified normalization that every task has (the trainer derives
+# them from the batch); a task adds its own with a `stratum_keys` tuple and a
+# `stratum(problem, response, key) -> int` method (see `stratum_error`).
+GENERIC_STRATA = ("truncated", "length_bucket")
 
 
 @dataclass(frozen=True)
@@ -110,4 +114,19 @@ def task_options(cls: type) -> tuple[TaskOption, ...]:
         )
         for p in params
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+def provided_strata(task: object) -> tuple[str, ...]:
+    """Every stratum key `task` can give a response: GENERIC_STRATA and its own `stratum_keys`."""
+    return GENERIC_STRATA + tuple(getattr(task, "stratum_keys", ()))
+
+
+def stratum_error(task: object, key: str | None) -> str | None:
+    """None when the dial's `strata` key is one the task provides, else why, in one line."""
+    if key is None or key in provided_strata(task):
+        return None
+    name = getattr(task, "name", type(task).__name__)
+    return f"stratum key {key!r} is not provided by task {name!r}; valid: " + ", ".join(
+        provided_strata(task)
     )
