@@ -250,6 +250,21 @@ TASK_INPUTS = {  # every data file the task reads, so rule download runs before 
     for key, value in TASK["options"].items() if isinstance(value, list)
     for i, spec in enumerate(value) if isinstance(spec, dict) and "path" in spec
 }
+
+
+def _check_strata():
+    """A dial's stratum key must be one the task gives every response (one line, before any job)."""
+    from grpo_dial.data.tasks import get_task, stratum_error  # no torch
+
+    keyed = {name: spec["strata"] for name, spec in config["dials"].items() if spec.get("strata")}
+    if keyed:
+        task = get_task(TASK["name"], **TASK["options"])
+        for name, key in keyed.items():
+            if (why := stratum_error(task, key)) is not None:
+                raise WorkflowError(f"config error at 'dials.{name}.strata': {why}")
+
+
+_check_strata()
 LR_MATCH = config["train"]["lr_match"]
 if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
     raise WorkflowError(
