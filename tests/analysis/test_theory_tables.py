@@ -126,3 +126,60 @@ def test_group_size_for_silent_table():
             p = r.p
             assert p**r.G + (1 - p) ** r.G <= r.delta < p ** (r.G - 1) + (1 - p) ** (r.G - 1)
     assert df.query("p == 0.5 and delta == 0.1").G.item() == 5  # 2 * 2^-5 = 0.0625
+
+
+# --- group_bias_table ----------------------------------------------------------------------------
+
+BIAS_COLUMNS = [
+    "p", "G", "anchor", "scale", "nondegenerate", "baseline", "bias", "adv_correct",
+    "adv_correct_true", "adv_wrong", "adv_wrong_true", "hadw_adv_correct", "hadw_adv_wrong",
+    "n_groups", "mc_baseline", "mc_baseline_se", "mc_adv_correct", "mc_adv_correct_se",
+    "mc_hadw_adv_correct", "mc_hadw_adv_correct_se",
+]  # fmt: skip
+
+
+def test_group_bias_table_columns_values_and_its_own_monte_carlo_check():
+    df = TT.group_bias_table([0.05, 0.3, 0.5, 0.9], [2, 4, 8], n_groups=50_000, seed=3)
+    assert list(df.columns) == BIAS_COLUMNS and len(df) == 12
+    assert df.G.dtype == np.int64 and df.n_groups.dtype == np.int64
+    assert (df.anchor == 0.5).all() and (df.scale == 1.0).all()
+    # independent formulas (not the exact sums in core.group_bias)
+    p, G = df.p.to_numpy(), df.G.to_numpy()
+    nondeg = 1 - p**G - (1 - p) ** G
+    np.testing.assert_allclose(df.nondegenerate, nondeg)
+    np.testing.assert_allclose(df.baseline, (p - p**G) / nondeg)
+    np.testing.assert_allclose(df.bias, df.baseline - p, atol=1e-14)
+    np.testing.assert_allclose(df.adv_correct_true, 1 - p)
+    np.testing.assert_allclose(df.adv_wrong_true, -p)
+    np.testing.assert_allclose(df.adv_wrong, -(G - 1) * p / (1 - (1 - p) ** (G - 1)) / G)
+    for name in ("baseline", "adv_correct", "hadw_adv_correct"):
+        z = (df[f"mc_{name}"] - df[name]).abs() - 4.5 * df[f"mc_{name}_se"]
+        assert (z <= 1e-12).all(), (name, z.max())  # G = 2 rows have zero variance
+    again = TT.group_bias_table([0.05, 0.3, 0.5, 0.9], [2, 4, 8], n_groups=50_000, seed=3)
+    pd.testing.assert_frame_equal(df, again)
+
+
+def test_group_bias_table_anchor_none_uses_each_rows_pass_rate():
+    df = TT.group_bias_table([0.0, 0.1, 1.0], [8], anchor=None, scale=2.0, n_groups=1000)
+    np.testing.assert_array_equal(df.anchor, df.p)
+    row = df[df.p == 0.1].iloc[0]
+    assert row.hadw_adv_correct == pytest.approx(2 * 0.715473, abs=1e-5)
+    unanimous = df[df.p != 0.1]  # no non-degenerate group: the check columns are NaN
+    assert unanimous.mc_baseline.isna().all() and unanimous.mc_adv_correct_se.isna().all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n_groups": 1}, "n_groups"),
+        ({"seed": -1}, "seed"),
+        ({"anchor": 1.5}, "anchor"),
+        ({"scale": 0}, "scale"),
+        ({"ps": [1.5]}, "p"),
+        ({"group_sizes": [1]}, "G"),
+    ],
+)
+def test_group_bias_table_bad_inputs_name_the_argument(kwargs, name):
+    args = {"ps": [0.3], "group_sizes": [4], **kwargs}
+    with pytest.raises(ValueError, match=rf"^{name} "):
+        TT.group_bias_table(**args)

@@ -52,6 +52,27 @@ def test_stage_runs_outside_snakemake(tmp_path):
     assert table[0.5] == 7 and table[0.05] == 42
 
 
+def test_group_bias_stage_runs_outside_snakemake(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "pass_rates": [0.1, 0.5],
+                "group_sizes": [8],
+                "anchor": None,
+                "scale": 1.0,
+                "n_groups": 1000,
+                "seed": 0,
+            }
+        )
+    )
+    out = tmp_path / "group_bias.csv"
+    assert main(["stage", "group_bias", "--params", str(params), "--output", f"table={out}"]) == 0
+    table = pd.read_csv(out).set_index("p")
+    assert table.loc[0.1, "anchor"] == 0.1 and table.loc[0.5, "bias"] == 0
+    assert round(table.loc[0.1, "hadw_adv_correct"], 6) == 0.715473
+
+
 def test_stage_with_a_missing_params_file_fails_in_one_line(tmp_path, capsys):
     assert main(["stage", "theory_tables", "--params", str(tmp_path / "none.yaml")]) == 2
     assert "params file not found" in capsys.readouterr().err

@@ -34,6 +34,7 @@ def tiny_config(results: Path) -> dict:
     config["results_dir"] = str(results)
     config["passrate_tables"]["synthetic"]["n_prompts"] = 3000
     config["theory"]["identity"]["n_groups"] = 2000
+    config["theory"]["group_bias"]["n_groups"] = 2000
     config["simulate"].update(n_prompts=400, steps=25, tables=["synthetic"])
     config["dials"] = {}  # the analysis half only; the policy chain has its own smoke test
     config["dapo_consistency"]["n_boot"] = 20
@@ -102,6 +103,7 @@ def test_default_dry_run_lists_every_analysis_job():
     [
         ({"simulate": {"steps": "many"}}, "config error at 'simulate.steps'"),
         ({"simulat": {}}, "'simulat' was unexpected"),
+        ({"theory": {"group_bias": {"anchor": 2}}}, "config error at 'theory.group_bias.anchor'"),
         ({"difficulty": {"allocation": {"signal": "loudest"}}}, "difficulty.allocation.signal"),
         ({"simulate": {"tables": ["missing"]}}, "unknown pass-rate table 'missing'"),
         (
@@ -298,6 +300,9 @@ def test_analysis_rules_end_to_end(tmp_path, shared_data):
     assert set(arms) == {"grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched"}
     fit = pd.read_csv(results / "dapo" / "fit_summary.csv").set_index("model")
     assert fit.loc["closed_form", "n_params"] == 1
+    bias = pd.read_csv(results / "theory" / "group_bias.csv").set_index(["p", "G"])
+    assert bias.loc[(0.5, 8), "bias"] == pytest.approx(0, abs=1e-12)
+    assert (bias.mc_baseline - bias.baseline).abs().max() < 0.05  # 2,000 groups per row
     for figure in (
         "identity",
         "fidelity",

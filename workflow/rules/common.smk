@@ -439,6 +439,7 @@ def all_targets():
     targets = [
         f"{RESULTS}/theory/group_size_table.csv",
         f"{RESULTS}/theory/identity_residuals.csv",
+        f"{RESULTS}/theory/group_bias.csv",
         f"{RESULTS}/figures/identity.png",
         f"{RESULTS}/figures/fidelity.png",
         f"{RESULTS}/figures/difficulty_weight.png",

@@ -39,3 +39,19 @@ rule identity_check:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/identity_check.py"
+
+
+rule group_bias:
+    """Non-degenerate-group baseline bias (arXiv 2601.08521) and HA-DW's correction, with an MC check."""
+    output:
+        table=f"{RESULTS}/theory/group_bias.csv",
+    log:
+        f"{RESULTS}/logs/theory/group_bias.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/theory/group_bias.tsv"
+    params:
+        **config["theory"]["group_bias"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/group_bias.py"

@@ -19,6 +19,7 @@ STAGES = {  # stage name -> its module in grpo_dial.stages (one module per rule 
     "passrates": "passrates",
     "theory_tables": "theory",
     "identity_check": "theory",
+    "group_bias": "theory",
     "difficulty_analysis": "difficulty",
     "simulate": "simulate",
     "dapo_consistency": "dapo",
