@@ -53,6 +53,7 @@ rule length_pressure:
     """Per step, how much more the run's normalizer pushes long wrong answers than a neutral one."""
     input:
         responses=run_files("responses.parquet"),
+        steps=run_files("steps.parquet"),
         terms=decomposition_files("terms.csv"),
     output:
         steps=f"{RESULTS}/length_pressure/steps.csv",

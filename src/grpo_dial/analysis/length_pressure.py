@@ -6,6 +6,8 @@ advantage A_i, length L_i (tokens when logged, else `length`), group g(i), the n
 weight per token w_i (core.advantage's reductions)
 
     sequence  w_i = 1 / (B L_i)      token  w_i = 1 / sum_j L_j      constant  w_i = 1 / (B L_max)
+    lambda    w_i = f_i / sum_j L_j, f_i lambda-GRPO's factor (core.token_weights.lambda_factors)
+              at the step's lambda
 
 and w_bar = mean_i w_i (the constant normalizer with the same mean weight: length-neutral), the
 pressure on a path (wrong: A_i < 0; correct: A_i > 0) is
@@ -28,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-NORMALIZERS = ("sequence", "token", "constant")
+NORMALIZERS = ("sequence", "token", "constant", "lambda")
 NEEDED = ("step", "group", "advantage", "reward")
 
 
@@ -40,13 +42,36 @@ def _lengths(df: pd.DataFrame) -> pd.Series:
     raise ValueError("responses need a 'tokens' or 'length' column")
 
 
+def _lambda_factors(loss: pd.DataFrame, lam: float | pd.Series, r: float) -> np.ndarray:
+    import torch
+
+    from grpo_dial.core.token_weights import lambda_factors
+
+    cells = loss.groupby(["step", "group"], sort=False).ngroup().to_numpy()  # one group per step
+    per_row = loss["step"].map(lam) if isinstance(lam, pd.Series) else pd.Series(lam, loss.index)
+    if per_row.isna().any():
+        raise ValueError("lambda is missing for some steps of a lambda-GRPO run")
+    f = lambda_factors(
+        torch.from_numpy(loss["L"].to_numpy(float)),
+        torch.from_numpy(cells),
+        torch.from_numpy(per_row.to_numpy(float)),
+        r,
+    )
+    return f.numpy()
+
+
 def step_pressure(
-    responses: pd.DataFrame, normalizer: str, max_length: float | None = None
+    responses: pd.DataFrame,
+    normalizer: str,
+    max_length: float | None = None,
+    lam: float | pd.Series = 0.0,
+    r: float = 0.25,
 ) -> pd.DataFrame:
     """One row per step: step, normalizer, n (responses in the loss), pressure_wrong,
     pressure_correct, pressure_net (module docstring), wrong_length and correct_length (mean L of
     r = 0 and r = 1 responses in the step, all logged rows). Raises if a needed column is absent;
-    a step whose advantages are all 0 gets pressure 0."""
+    a step whose advantages are all 0 gets pressure 0. lam, r: lambda-GRPO's (a Series: lambda
+    per step, a learnable lambda's logged values)."""
     if normalizer not in NORMALIZERS:
         raise ValueError(f"unknown normalizer {normalizer!r}; valid: {', '.join(NORMALIZERS)}")
     missing = [c for c in NEEDED if c not in responses.columns]
@@ -60,8 +85,10 @@ def step_pressure(
     b = loss.groupby("step")["L"].transform("size")
     if normalizer == "sequence":
         w = 1.0 / (b * loss["L"].clip(lower=1))
-    elif normalizer == "token":
+    elif normalizer in ("token", "lambda"):
         w = 1.0 / loss.groupby("step")["L"].transform("sum").clip(lower=1)
+        if normalizer == "lambda":
+            w = w * _lambda_factors(loss, lam, r)
     else:
         w = pd.Series(1.0 / (b * (max_length or 1.0)), index=loss.index)
     by_step = w.groupby(loss["step"])

@@ -59,10 +59,19 @@ def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.train.arms import read_arm
 
     frames, per_run = [], []
-    for path, (dial, seed) in zip(input["responses"], params["runs"], strict=True):
+    run_steps = input.get("steps") or [None] * len(input["responses"])
+    for path, steps_path, (dial, seed) in zip(
+        input["responses"], run_steps, params["runs"], strict=True
+    ):
         spec = params["dials"][dial]
         arm, _ = read_arm(spec, max_new_tokens=params["max_new_tokens"])
-        steps = lp.step_pressure(read_table(path), arm.length_norm, arm.max_length)
+        lam = arm.lambda_value
+        if arm.lambda_learnable and steps_path is not None:  # the lambda each step weighed with
+            logged = read_table(steps_path)
+            lam = logged.set_index("step")["lambda"]
+        steps = lp.step_pressure(
+            read_table(path), arm.length_norm, arm.max_length, lam, arm.lambda_r
+        )
         frames.append(steps.assign(dial=dial, seed=int(seed)))
         per_run.append(
             {
