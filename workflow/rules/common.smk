@@ -327,9 +327,19 @@ def decomposition_files(name):
     return [f"{RESULTS}/decompose/{dial}/seed{seed}/{name}" for dial, seed in RUNS]
 
 
+
+
+def _newer_estimator(spec):
+    """Whether a dial uses lambda-GRPO's weights, strata or an anchor (its per-step state)."""
+    from grpo_dial.core.dial import dial_from_config  # the standard library only, no torch
+
+    dial = dial_from_config({k: v for k, v in spec.items() if k not in ("group_size", "allocation")})
+    return dial.length_norm == "lambda" or dial.strata is not None or dial.anchor != "none"
+
+
 TRAINING_FIGURES = [
     "length_curves", "decomposition", "accuracy_length", "silent_training", "identity_training"
-]
+] + (["estimators_training"] if any(map(_newer_estimator, config["dials"].values())) else [])
 REAL = config["real_lengths"]
 REAL_LENGTH_INPUTS = {
     name: path

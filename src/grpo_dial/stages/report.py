@@ -171,7 +171,8 @@ def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 
 def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """Length curves, decomposition, accuracy against length, silent fraction, identity."""
+    """Length curves, decomposition, accuracy against length, silent fraction, identity, and the
+    estimators' per-step state when the rule asks for it."""
     from grpo_dial.figures import save
     from grpo_dial.figures import training as f
 
@@ -183,6 +184,10 @@ def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
         "silent_training": f.silent_figure(steps),
         "identity_training": f.identity_figure(read_table(input["identity"])),
     }
+    if "estimators_training_png" in output:  # only when some dial uses a newer estimator
+        from grpo_dial.figures.estimators import estimator_state_figure
+
+        figures["estimators_training"] = estimator_state_figure(steps)
     for name, fig in figures.items():
         save(fig, output[f"{name}_png"], output[f"{name}_pdf"])
 
