@@ -104,6 +104,27 @@ def test_default_dry_run_lists_every_analysis_job():
         ({"simulate": {"steps": "many"}}, "config error at 'simulate.steps'"),
         ({"simulat": {}}, "'simulat' was unexpected"),
         ({"theory": {"group_bias": {"anchor": 2}}}, "config error at 'theory.group_bias.anchor'"),
+        (  # the estimators' bad settings (issue 17): each names its key
+            {"dials": {"x": {"preset": "lambda_grpo", "lambda_r": 0}}},
+            "config error at 'dials.x.lambda_r': 0 is less than or equal to the minimum of 0",
+        ),
+        (
+            {"dials": {"x": {"preset": "hadw_grpo", "anchor_rate": 1.5}}},
+            "config error at 'dials.x.anchor_rate': 1.5 is greater than the maximum of 1",
+        ),
+        (
+            {"dials": {"x": {"preset": "hadw_grpo", "anchor_rate": 0}}},
+            "config error at 'dials.x.anchor_rate'",
+        ),
+        (
+            {"dials": {"x": {"preset": "grpo", "strata": "check_lines"}}},
+            "config error at 'dials.x.strata': stratum key 'check_lines' is not provided by task "
+            "'arithmetic'; valid: truncated, length_bucket",
+        ),
+        (
+            {"dials": {"x": {"preset": "lambda_grpo", "length_norm": "token"}}},
+            "config error at 'dials.x': lambda_learnable needs length_norm='lambda'",
+        ),
         ({"difficulty": {"allocation": {"signal": "loudest"}}}, "difficulty.allocation.signal"),
         ({"simulate": {"tables": ["missing"]}}, "unknown pass-rate table 'missing'"),
         (

@@ -329,17 +329,23 @@ def decomposition_files(name):
 
 
 
-def _newer_estimator(spec):
-    """Whether a dial uses lambda-GRPO's weights, strata or an anchor (its per-step state)."""
+def _newer_estimator(name, spec):
+    """Whether a dial uses lambda-GRPO's weights, strata or an anchor (its per-step state); a
+    combination the Dial refuses (e.g. lambda_learnable without length_norm lambda) stops here."""
     from grpo_dial.core.dial import dial_from_config  # the standard library only, no torch
 
-    dial = dial_from_config({k: v for k, v in spec.items() if k not in ("group_size", "allocation")})
+    try:
+        dial = dial_from_config({k: v for k, v in spec.items() if k not in ALLOCATION_KEYS})
+    except ValueError as error:
+        raise WorkflowError(f"config error at 'dials.{name}': {error}") from None
     return dial.length_norm == "lambda" or dial.strata is not None or dial.anchor != "none"
 
 
+ALLOCATION_KEYS = ("group_size", "allocation")
+NEWER_ESTIMATORS = [name for name, spec in config["dials"].items() if _newer_estimator(name, spec)]
 TRAINING_FIGURES = [
     "length_curves", "decomposition", "accuracy_length", "silent_training", "identity_training"
-] + (["estimators_training"] if any(map(_newer_estimator, config["dials"].values())) else [])
+] + (["estimators_training"] if NEWER_ESTIMATORS else [])
 REAL = config["real_lengths"]
 REAL_LENGTH_INPUTS = {
     name: path
