@@ -447,8 +447,10 @@ def test_every_field_overridable_and_documented():
         for name in [None, *PRESET_VALUES]:
             cfg = {f.name: NON_DEFAULT[f.name]} | ({} if name is None else {"preset": name})
             base = Dial() if name is None else preset(name)
-            if f.name == "lambda_learnable" and base.length_norm != "lambda" or (
-                f.name == "length_norm" and base.lambda_learnable
+            if (
+                f.name == "lambda_learnable"
+                and base.length_norm != "lambda"
+                or (f.name == "length_norm" and base.lambda_learnable)
             ):  # the one cross-field rule: a learnable lambda only under lambda's weights
                 with pytest.raises(ValueError, match=LEARNABLE_NEEDS_LAMBDA):
                     dial_from_config(cfg)
