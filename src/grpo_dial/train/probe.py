@@ -30,6 +30,8 @@ gradient), not G float64 copies of the gradient (SmolLM2-135M: 2.7 GB instead of
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import torch
 from torch import Tensor
@@ -91,7 +93,11 @@ def score_sums(model: torch.nn.Module, rollouts: Rollouts, weights: Tensor):
 
 
 def probe_group(model: torch.nn.Module, group: Rollouts, rewards: Tensor, dial: Dial) -> dict:
-    """The identity's numbers for ONE informative group with binary rewards (see module doc)."""
+    """The identity's numbers for ONE informative group with binary rewards (see module doc).
+    The identity is the group estimator's: a dial's strata and anchor (which reweight single
+    advantages, so c (s+ - s-) is no longer the update's form) are left out, and lambda-GRPO's
+    weights enter the token level at lambda_value (a learnable lambda's start)."""
+    dial = replace(dial, strata=None, anchor="none")
     r = rewards.to(torch.float64)  # (G,)
     if not bool(((r == 0) | (r == 1)).all()):
         raise ValueError("the identity probe needs binary rewards (0 or 1)")
