@@ -128,6 +128,7 @@ def test_predicted_ratios() -> None:
     assert predicted_ratio(p, 8, 1.0, "constant") == (0.0, 0.0)
     assert predicted_ratio(p, 8, 0.0, "constant") == (0.0, 0.0)
     assert predicted_ratio(p, 8, 1.0, "token") == pytest.approx((0.0, 0.15))
+    assert all(np.isnan(predicted_ratio(p, 8, 1.0, "lambda")))  # no closed form: measured only
     with pytest.raises(ValueError, match="length_norm='batch' is not valid"):
         predicted_ratio(p, 8, 1.0, "batch")
 

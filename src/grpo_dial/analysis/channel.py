@@ -172,9 +172,12 @@ def expected_sigma_power(p: np.ndarray, G: int, power: float) -> np.ndarray:
 
 
 def predicted_ratio(p: np.ndarray, G: int, std_power: float, length_norm: str) -> tuple:
-    """(lo, hi) of an arm's wrong-tail drift rate relative to GRPO's (module docstring)."""
+    """(lo, hi) of an arm's wrong-tail drift rate relative to GRPO's (module docstring); NaN for
+    lambda-GRPO's weights, which have no closed form (their drift is measured only)."""
     if length_norm == "constant":
         return 0.0, 0.0
+    if length_norm == "lambda":
+        return float("nan"), float("nan")
     grpo = float(np.mean(expected_sigma(p, G)))
     arm = float(np.mean(expected_sigma_power(p, G, 2.0 - std_power)))
     ratio = arm / grpo if grpo > 0 else float("nan")
