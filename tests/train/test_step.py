@@ -223,6 +223,59 @@ def test_per_bucket_backward_equals_the_single_backward_update(name, kl, monkeyp
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kl", [False, True])
+def test_learnable_lambda_per_bucket_equals_one_backward_through_the_weights(kl):
+    """lambda-GRPO with a learnable lambda: the per-bucket update (weights fixed at the current
+    lambda, lambda's gradient from the buckets' loss sums afterwards) takes the same SGD steps,
+    for the policy and for lambda, as one backward of the whole batch's loss with the weights
+    f_i(lambda) in the graph, written here from the paper's formula."""
+    from grpo_dial.core.token_weights import lambda_factors
+    from grpo_dial.train import estimator
+
+    dial = replace(preset("lambda_grpo"), lambda_value=0.3, lambda_lr=0.7, clip_low=0.05,
+                   clip_high=0.05)  # fmt: skip
+    cfg = replace(CFG, optimizer="sgd", lr=0.5, grad_clip=None, updates_per_batch=2,
+                  micro_batch=2, kl_coef=0.3 if kl else 0.0, prompts_per_step=6)  # fmt: skip
+    model, tokenizer = tiny_policy(seed=2)
+    batch = _batch(model, tokenizer, dial, cfg)
+    adv = advantage.advantages(batch.rewards, batch.group_ids, dial)[batch.trained]
+    train = batch.rollouts.select(batch.trained)
+    assert (adv != 0).any()
+    ref_logp = None
+    if kl:
+        with torch.no_grad():
+            ref_logp = response_logprobs(tiny_policy(seed=5)[0], train)
+    ref, ref_lam = copy.deepcopy(model), torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    mask = train.response_mask.bool().double()  # (B, T)
+    old = None
+    for _ in range(cfg.updates_per_batch):
+        ref.zero_grad(set_to_none=True)
+        ref_lam.grad = None
+        logp = response_logprobs(ref, train)
+        old = logp.detach() if old is None else old
+        tokens = advantage.clipped_surrogate(logp, old, adv, dial)
+        if ref_logp is not None:
+            d = ref_logp - logp
+            tokens = tokens + cfg.kl_coef * (d.exp() - d - 1)
+        f = lambda_factors(mask.sum(-1), train.group_ids, ref_lam, dial.lambda_r)  # (B,)
+        w = mask * f[:, None] / mask.sum()  # (B, T), lambda in the graph
+        loss = torch.where(mask > 0, tokens.double() * w, 0.0).sum()
+        loss.backward()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p -= cfg.lr * p.grad
+            ref_lam -= dial.lambda_lr * ref_lam.grad
+    lam = estimator.new_lambda(dial, "cpu")
+    optimizer = make_optimizer(model, cfg)
+    estimator.attach_lambda(optimizer, lam, dial)
+    result = policy_update(model, optimizer, train, adv, dial, cfg, ref_logp, lam)
+    assert result.finite
+    assert float(lam) != pytest.approx(0.3, abs=1e-9)  # lambda moved
+    assert float(lam) == pytest.approx(float(ref_lam), rel=1e-5, abs=1e-8)
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
 # --------------------------------------------------------------------------- DAPO refill
 
 

@@ -258,7 +258,7 @@ def make_token_weights(dial: Dial) -> TokenWeights:
     if norm == "lambda":
 
         def weights(mask: Tensor, group_ids: Tensor | None = None, lam=None) -> Tensor:
-            value = dial.lambda_value if lam is None else float(lam)
+            value = dial.lambda_value if lam is None else float(torch.as_tensor(lam).detach())
             return lambda_weights(mask, group_ids, value, dial.lambda_r)
 
         return weights
