@@ -271,7 +271,7 @@ def test_learnable_lambda_per_bucket_equals_one_backward_through_the_weights(kl)
     result = policy_update(model, optimizer, train, adv, dial, cfg, ref_logp, lam)
     assert result.finite
     assert float(lam.detach()) != pytest.approx(0.3, abs=1e-9)  # lambda moved
-    assert float(lam.detach()) == pytest.approx(float(ref_lam), rel=1e-5, abs=1e-8)
+    assert float(lam.detach()) == pytest.approx(float(ref_lam.detach()), rel=1e-5, abs=1e-8)
     for p, q in zip(model.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
