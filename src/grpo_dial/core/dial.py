@@ -108,7 +108,7 @@ class Dial:
         None,
         "Stratified advantage normalization (Stratified GRPO, arXiv 2510.06214): a stratum key "
         "per response; advantages are computed within each stratum of a group. 'truncated' and "
-        "'length_bucket' (above the group's median length) exist for every task; a task may add "
+        "'length_bucket' (above the group's mean length) exist for every task; a task may add "
         "its own (the arithmetic task with tail_checks > 0: 'check_lines'). None: off.",
     )
     strata_blend: float = _opt(

@@ -28,7 +28,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -230,8 +230,10 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
     train = batch.rollouts.select(batch.trained)
     if config.identity_every and step % config.identity_every == 0:
         t_probe = time.perf_counter()
+        # the identity is the group estimator's: strata and the anchor need the whole batch
+        group_dial = replace(dial, strata=None, anchor="none")
         probe = identity_probe(
-            run.model, train, batch.rewards[batch.trained], dial, config.identity_groups, step
+            run.model, train, batch.rewards[batch.trained], group_dial, config.identity_groups, step
         )
         run.records["identity"].append({c: probe[c].tolist() for c in IDENTITY_COLUMNS})
         t0 += time.perf_counter() - t_probe  # wall_seconds excludes the probe
