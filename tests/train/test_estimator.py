@@ -314,3 +314,11 @@ def test_resume_restores_lambda_and_anchor(runs, base_dir, tmp_path, name):
         if table == "steps":
             a, b = a.drop(columns="wall_seconds"), b.drop(columns="wall_seconds")
         pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_a_stratum_the_task_lacks_stops_the_run_before_the_model_loads(base_dir, tmp_path):
+    dial = replace(preset("stratified_grpo"), strata="check_lines")
+    with pytest.raises(ValueError, match="stratum key 'check_lines' is not provided") as err:
+        _run(base_dir, tmp_path, dial)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "ckpt").exists()  # nothing started

@@ -28,7 +28,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from grpo_dial.core import advantage
 from grpo_dial.core.advantage import Dial
 from grpo_dial.core.bands import UNRATED
-from grpo_dial.data.tasks.base import Problem, Task
+from grpo_dial.data.tasks.base import Problem, Task, stratum_error
 from grpo_dial.passrates.tracker import (
     tracker_estimate,
     tracker_prior,
@@ -230,10 +230,8 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
     train = batch.rollouts.select(batch.trained)
     if config.identity_every and step % config.identity_every == 0:
         t_probe = time.perf_counter()
-        # the identity is the group estimator's: strata and the anchor need the whole batch
-        group_dial = replace(dial, strata=None, anchor="none")
-        probe = identity_probe(
-            run.model, train, batch.rewards[batch.trained], group_dial, config.identity_groups, step
+        probe = identity_probe(  # the group estimator's identity (strata, anchor left out)
+            run.model, train, batch.rewards[batch.trained], dial, config.identity_groups, step
         )
         run.records["identity"].append({c: probe[c].tolist() for c in IDENTITY_COLUMNS})
         t0 += time.perf_counter() - t_probe  # wall_seconds excludes the probe
@@ -288,6 +286,8 @@ def train_run(
     bad = sorted(set(outputs) - set(OUTPUTS))
     if bad:
         raise ValueError(f"unknown output(s) {bad}; valid: {', '.join(OUTPUTS)}")
+    if (why := stratum_error(task, dial.strata)) is not None:  # before the model loads
+        raise ValueError(why)
     run = _setup(base_model_dir, task, dial, config, pass_rates)
     path = Path(checkpoint_dir) / checkpoint.FILENAME
     state = resume.open_checkpoint(path, run.key, config.steps, config.resume)
