@@ -17,6 +17,21 @@ Arms (all with the population std, ddof 0, as in the paper):
    closed forms at the initial p (E[sigma^2] = p(1-p)(G-1)/G), so its expected mean initial step
    equals GRPO's. Closed form rather than the first realized step: it does not hang on one draw,
    and with thousands of prompts the two agree to well under 1%.
+4. "hadw": preset hadw_grpo, GRPO with HA-DW's cross-batch difficulty anchor (arXiv 2601.08521):
+   each step's advantages are A_i Phi_i, Phi_i = exp(-sgn(A_i)(p_hat_j - C_t^-)), p_hat_j the
+   group's accuracy and C_t^- the anchor before the step (core.difficulty_anchor: the step's own
+   accuracy at the first step, then C^+ = (1 - eta sigma_t) C^- + eta sigma_t y_t); y_t, the
+   step's batch accuracy, is the mean reward over every response sampled that step. Every other
+   setting is the grpo arm's. Phi keeps the sign of every term A_i (r_i - p_j), so p still only
+   rises; a group harder than the anchor gets its correct answers boosted by e^(C - p_hat).
+5. "hadw_prompt": the same reweighting with a per-prompt anchor C_j, the prompt's running pass
+   rate: C_j <- (1 - eta) C_j + eta p_hat_j after every step (eta = dial.anchor_rate, C_j =
+   p_hat_j at the first step, so Phi = 1 there), the value before the step's update as the
+   anchor, as the trainer takes its tracker's estimate before the update. The true p_j is known
+   here, but it is an oracle no trainer has, and the group's own accuracy as the anchor would
+   make Phi = 1 (plain GRPO); an EMA of the observed group accuracy is the simplest estimate a
+   trainer can keep (the trainer's tracker, a decayed Beta count, is the same weighting with a
+   prior), with a memory of about 1 / eta = 10 steps at the preset's eta 0.1.
 
 Departures from the paper's script, on purpose:
 - initial p are drawn with replacement from any pass-rate table; as in the paper, by default only
@@ -47,16 +62,19 @@ from tqdm.auto import tqdm
 
 from grpo_dial.core.advantage import Dial, group_update, preset
 from grpo_dial.core.bands import EXTREME_EDGES
+from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
 from grpo_dial.core.theory import expected_signal, silent_rate
 
 log = logging.getLogger("grpo_dial")
 
-ARMS = ("grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched")
-_ARM_PRESET = {
-    "grpo": "grpo",
-    "dr_grpo": "dr_grpo",
-    "dapo": "dapo",
-    "dr_grpo_lr_matched": "dr_grpo",
+ARMS = ("grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched", "hadw", "hadw_prompt")
+_ARM_PRESET = {  # arm -> (preset, fields overridden)
+    "grpo": ("grpo", {}),
+    "dr_grpo": ("dr_grpo", {}),
+    "dapo": ("dapo", {}),
+    "dr_grpo_lr_matched": ("dr_grpo", {}),
+    "hadw": ("hadw_grpo", {}),
+    "hadw_prompt": ("hadw_grpo", {"anchor": "prompt"}),
 }
 TARGET_MEAN_P = 0.9  # threshold behind summarize's steps_to_mean_p_0_9
 
@@ -131,14 +149,17 @@ class SimulationConfig:
 
 
 def arm_dial(arm: str, config: SimulationConfig) -> Dial:
-    """The arm's preset with the population std, config.eps and config.max_resample_rounds."""
+    """The arm's preset (and override) with the population std, config.eps and
+    config.max_resample_rounds."""
     if arm not in _ARM_PRESET:
         raise ValueError(f"unknown arm {arm!r}; valid arms: {', '.join(ARMS)}")
+    name, over = _ARM_PRESET[arm]
     return replace(
-        preset(_ARM_PRESET[arm]),
+        preset(name),
         std_ddof=0,
         eps=config.eps,
         max_resample_rounds=config.max_resample_rounds,
+        **over,
     )
 
 
@@ -198,14 +219,22 @@ def _sigmoid(theta: np.ndarray) -> np.ndarray:
 
 
 def step_update(
-    rewards: np.ndarray, p: np.ndarray, dial: Dial, group_ids: torch.Tensor | None = None
+    rewards: np.ndarray,
+    p: np.ndarray,
+    dial: Dial,
+    group_ids: torch.Tensor | None = None,
+    anchor: float | np.ndarray | None = None,
 ) -> np.ndarray:
-    """(J,) update before the learning rate, (1/G) sum_i A_i (r_i - p_j), from rewards (J, G)."""
+    """(J,) update before the learning rate, (1/G) sum_i A_i (r_i - p_j), from rewards (J, G);
+    anchor: HA-DW's C, a float or (J,) per prompt, for a dial with anchor != 'none'."""
     j, g = rewards.shape
     ids = torch.arange(j).repeat_interleave(g) if group_ids is None else group_ids  # (N,)
     r = torch.from_numpy(np.asarray(rewards, dtype=np.float64).reshape(-1))  # (N,)
     scores = torch.from_numpy((rewards - p[:, None]).reshape(-1, 1))  # (N, 1): d/dtheta log pi
-    return group_update(scores, r, ids, dial)[:, 0].numpy()  # (J,)
+    context = {}
+    if dial.anchor != "none" and anchor is not None:  # None: advantages says what is missing
+        context["anchor"] = torch.as_tensor(anchor, dtype=torch.float64)  # () or (J,)
+    return group_update(scores, r, ids, dial, **context)[:, 0].numpy()  # (J,)
 
 
 @contextmanager
@@ -236,6 +265,7 @@ def _run_arm(
     lo, hi = config.extreme_band
     hardest = quartile == 1  # (J,)
     theta = theta0.copy()  # (J,)
+    state, running = START, None  # HA-DW: the batch anchor's state; the prompts' running p_hat
     rows, cumulative = [], 0
     for step in tqdm(range(config.steps), desc=arm, disable=not config.progress, leave=False):
         p = _sigmoid(theta)  # (J,)
@@ -245,7 +275,7 @@ def _run_arm(
         all_wrong, all_right = k == 0, k == g  # (J,)
         pending = all_wrong | all_right  # (J,)
         first_silent = float(pending.mean())
-        samples = j * g
+        samples, correct = j * g, int(k.sum())
         if dial.silent == "drop":
             for _ in range(dial.max_resample_rounds):
                 idx = np.flatnonzero(pending)  # (S,)
@@ -255,8 +285,18 @@ def _run_arm(
                 r[idx] = fresh
                 samples += idx.size * g
                 kk = fresh.sum(axis=1)  # (S,)
+                correct += int(kk.sum())
                 pending[idx] = (kk == 0) | (kk == g)
-        update = lr * step_update(r, p, dial, ids)  # (J,)
+        anchor = None
+        if dial.anchor == "batch":
+            y = correct / samples  # the step's batch accuracy over every sampled response
+            anchor = anchor_before(state, y)
+            state = anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
+        elif dial.anchor == "prompt":
+            p_hat = r.mean(axis=1)  # (J,) the groups trained on
+            anchor = p_hat if running is None else running  # (J,) before this step's update
+            running = (1 - dial.anchor_rate) * anchor + dial.anchor_rate * p_hat
+        update = lr * step_update(r, p, dial, ids, anchor)  # (J,)
         mass = np.abs(update)  # (J,)
         extreme = ((p > 0) & (p < lo)) | ((p > hi) & (p < 1))  # (J,)
         total = mass.sum()
@@ -333,9 +373,9 @@ def _r2(measured: np.ndarray, predicted: np.ndarray) -> float:
 def summarize(steps_df: pd.DataFrame, prompts_df: pd.DataFrame) -> pd.DataFrame:
     """One row per arm: arm, lr, silent_r2, initial_extreme_mass (first step's share of |update|
     on extreme prompts, the paper's measure), realized_extreme_mass (whole run),
-    hardest_quartile_final_p,
-    final_mean_p, samples_total, oversampling_factor = samples / (J G steps), steps_to_mean_p_0_9
-    (updates applied until mean p >= 0.9; NA if never).
+    hardest_quartile_final_p, final_mean_p, mean_silent_fraction (the first round's silent
+    fraction, mean over steps), samples_total, oversampling_factor = samples / (J G steps),
+    steps_to_mean_p_0_9 (updates applied until mean p >= 0.9; NA if never).
 
     realized_extreme_mass = sum_t share_t * mean|u|_t / sum_t mean|u|_t, i.e. the whole run's
     sum of |update| from extreme prompts over the sum of all |update| (J cancels).
@@ -365,6 +405,7 @@ def summarize(steps_df: pd.DataFrame, prompts_df: pd.DataFrame) -> pd.DataFrame:
                     pr.loc[pr["initial_quartile"] == 1, "final_p"].mean()
                 ),
                 "final_mean_p": float(pr["final_p"].mean()),
+                "mean_silent_fraction": float(s["silent_fraction"].mean()),
                 "samples_total": samples,
                 "oversampling_factor": samples / (n_prompts * g * n_steps),
                 "steps_to_mean_p_0_9": int(reached[0]) if reached.size else pd.NA,
