@@ -17,21 +17,15 @@ Arms (all with the population std, ddof 0, as in the paper):
    closed forms at the initial p (E[sigma^2] = p(1-p)(G-1)/G), so its expected mean initial step
    equals GRPO's. Closed form rather than the first realized step: it does not hang on one draw,
    and with thousands of prompts the two agree to well under 1%.
-4. "hadw": preset hadw_grpo, GRPO with HA-DW's cross-batch difficulty anchor (arXiv 2601.08521):
-   each step's advantages are A_i Phi_i, Phi_i = exp(-sgn(A_i)(p_hat_j - C_t^-)), p_hat_j the
-   group's accuracy and C_t^- the anchor before the step (core.difficulty_anchor: the step's own
-   accuracy at the first step, then C^+ = (1 - eta sigma_t) C^- + eta sigma_t y_t); y_t, the
-   step's batch accuracy, is the mean reward over every response sampled that step. Every other
-   setting is the grpo arm's. Phi keeps the sign of every term A_i (r_i - p_j), so p still only
-   rises; a group harder than the anchor gets its correct answers boosted by e^(C - p_hat).
-5. "hadw_prompt": the same reweighting with a per-prompt anchor C_j, the prompt's running pass
-   rate: C_j <- (1 - eta) C_j + eta p_hat_j after every step (eta = dial.anchor_rate, C_j =
-   p_hat_j at the first step, so Phi = 1 there), the value before the step's update as the
-   anchor, as the trainer takes its tracker's estimate before the update. The true p_j is known
-   here, but it is an oracle no trainer has, and the group's own accuracy as the anchor would
-   make Phi = 1 (plain GRPO); an EMA of the observed group accuracy is the simplest estimate a
-   trainer can keep (the trainer's tracker, a decayed Beta count, is the same weighting with a
-   prior), with a memory of about 1 / eta = 10 steps at the preset's eta 0.1.
+4. "hadw": preset hadw_grpo, GRPO with HA-DW's batch anchor (arXiv 2601.08521): A_i <- A_i Phi_i,
+   Phi_i = exp(-sgn(A_i)(p_hat_j - C_t^-)), p_hat_j the group's accuracy, C_t^- from
+   core.difficulty_anchor on y_t = the step's mean reward over every sampled response. Phi > 0
+   keeps every term's sign, so p still only rises.
+5. "hadw_prompt": the same with C_j = the prompt's running pass rate, an EMA C_j <- (1 - eta) C_j
+   + eta p_hat_j (eta = anchor_rate, C_j = p_hat_j at the first step), taken before the step's
+   update as the trainer takes its tracker's. Not the true p_j: no trainer has that oracle; not
+   the group's own p_hat: that gives Phi = 1 (GRPO). The EMA is the simplest estimate a trainer
+   keeps (its tracker, a decayed Beta count, weighs past groups alike), memory ~1/eta steps.
 
 Departures from the paper's script, on purpose:
 - initial p are drawn with replacement from any pass-rate table; as in the paper, by default only
@@ -60,6 +54,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from grpo_dial.analysis.simulate_summary import TARGET_MEAN_P as TARGET_MEAN_P
+from grpo_dial.analysis.simulate_summary import summarize as summarize
 from grpo_dial.core.advantage import Dial, group_update, preset
 from grpo_dial.core.bands import EXTREME_EDGES
 from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
@@ -76,7 +72,6 @@ _ARM_PRESET = {  # arm -> (preset, fields overridden)
     "hadw": ("hadw_grpo", {}),
     "hadw_prompt": ("hadw_grpo", {"anchor": "prompt"}),
 }
-TARGET_MEAN_P = 0.9  # threshold behind summarize's steps_to_mean_p_0_9
 
 
 def _opt(default: object, text: str) -> object:
@@ -362,55 +357,3 @@ def simulate(initial_p: np.ndarray, config: SimulationConfig) -> tuple[pd.DataFr
             )
         )
     return pd.DataFrame(step_rows), pd.concat(prompt_frames, ignore_index=True)
-
-
-def _r2(measured: np.ndarray, predicted: np.ndarray) -> float:
-    """1 - sum (m - f)^2 / sum (m - mean m)^2; NaN when the measured series is constant."""
-    ss_tot = float(np.sum((measured - measured.mean()) ** 2))
-    return 1.0 - float(np.sum((measured - predicted) ** 2)) / ss_tot if ss_tot > 0 else np.nan
-
-
-def summarize(steps_df: pd.DataFrame, prompts_df: pd.DataFrame) -> pd.DataFrame:
-    """One row per arm: arm, lr, silent_r2, initial_extreme_mass (first step's share of |update|
-    on extreme prompts, the paper's measure), realized_extreme_mass (whole run),
-    hardest_quartile_final_p, final_mean_p, mean_silent_fraction (the first round's silent
-    fraction, mean over steps), samples_total, oversampling_factor = samples / (J G steps),
-    steps_to_mean_p_0_9 (updates applied until mean p >= 0.9; NA if never).
-
-    realized_extreme_mass = sum_t share_t * mean|u|_t / sum_t mean|u|_t, i.e. the whole run's
-    sum of |update| from extreme prompts over the sum of all |update| (J cancels).
-    """
-    rows = []
-    for arm, s in steps_df.groupby("arm", sort=False):
-        s = s.sort_values("step")
-        pr = prompts_df[prompts_df["arm"] == arm]
-        n_prompts, g, n_steps = len(pr), int(s["group_size"].iloc[0]), len(s)
-        mass = s["mean_abs_update"].to_numpy()  # (T,)
-        share = np.nan_to_num(s["extreme_mass_share"].to_numpy())  # (T,); NaN only where mass 0
-        mean_p = np.append(s["mean_p"].to_numpy(), pr["final_p"].mean())  # (T+1,) after t updates
-        reached = np.flatnonzero(mean_p >= TARGET_MEAN_P)
-        samples = int(s["samples"].sum())
-        rows.append(
-            {
-                "arm": arm,
-                "lr": float(s["lr"].iloc[0]),
-                "silent_r2": _r2(
-                    s["silent_fraction"].to_numpy(), s["expected_silent_fraction"].to_numpy()
-                ),
-                "initial_extreme_mass": float(share[0]),
-                "realized_extreme_mass": float((share * mass).sum() / mass.sum())
-                if mass.sum() > 0
-                else np.nan,
-                "hardest_quartile_final_p": float(
-                    pr.loc[pr["initial_quartile"] == 1, "final_p"].mean()
-                ),
-                "final_mean_p": float(pr["final_p"].mean()),
-                "mean_silent_fraction": float(s["silent_fraction"].mean()),
-                "samples_total": samples,
-                "oversampling_factor": samples / (n_prompts * g * n_steps),
-                "steps_to_mean_p_0_9": int(reached[0]) if reached.size else pd.NA,
-            }
-        )
-    out = pd.DataFrame(rows)
-    out["steps_to_mean_p_0_9"] = out["steps_to_mean_p_0_9"].astype("Int64")
-    return out
