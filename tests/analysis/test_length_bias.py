@@ -9,11 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch.func import vmap
 
 from grpo_dial.analysis import length_bias as lb
+from grpo_dial.analysis import length_step
 from grpo_dial.analysis.length_bias_summary import fit, summarize
-from grpo_dial.analysis.length_step import draw_tails, tail_updates
-from grpo_dial.core.advantage import advantages, keep_mask, policy_loss
+from grpo_dial.analysis.length_step import draw_tails, response_weights, tail_updates
+from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator, policy_loss
+
+LAMBDA_ARMS = ("lambda_pos", "lambda_neg")
 
 
 def _reference(rewards, uses_w, tails, tw0, tc0, c, dial, m):
@@ -38,7 +42,7 @@ def _reference(rewards, uses_w, tails, tw0, tc0, c, dial, m):
         lq = torch.nn.functional.logsigmoid(theta)[:, None]
         l1q = torch.nn.functional.logsigmoid(-theta)[:, None]
         logp = torch.where(cont, lq, 0.0) + torch.where(last, l1q, 0.0)
-        total = total + m * policy_loss(logp, logp.detach(), adv, mask, dial)
+        total = total + m * policy_loss(logp, logp.detach(), adv, mask, dial, ids)
     gw, gc = torch.autograd.grad(total, (tw, tc))
     return -gw.numpy(), -gc.numpy()
 
@@ -73,6 +77,53 @@ def test_batch_order_permutes_batches_not_results():
     np.testing.assert_allclose(a[0], b[0])  # sequence weights do not depend on the batch
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_lambda_zero_is_the_token_mean_bit_for_bit(m):
+    """lambda = 0: f = 1 exactly, so the lambda arm's update is the token mean's (scope 'group'
+    at M = 1, the batch of M groups otherwise), silent groups kept as lambda-GRPO keeps them."""
+    rng = np.random.default_rng(3)
+    j, g, c = 6, 4, 3
+    rewards, uses_w = rng.random((j, g)) < 0.5, rng.random((j, g)) < 0.5
+    rewards[0] = True
+    tw0, tc0 = rng.normal(0.5, 0.5, j), rng.normal(0.0, 0.5, j)
+    tails = draw_tails(rng.random((j, g)), np.where(uses_w, tw0[:, None], tc0[:, None]))
+    config = lb.LengthBiasConfig(n_prompts=6, groups_per_batch=m)
+    zero = replace(lb.arm_dial("lambda_pos", config), lambda_value=0.0)
+    token = replace(lb.arm_dial("grpo", config), length_norm="token")
+    a = tail_updates(rewards, uses_w, tails, tw0, tc0, c, zero, m)
+    b = tail_updates(rewards, uses_w, tails, tw0, tc0, c, token, m)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    lengths, keep = c + tails.reshape(-1), np.ones(j * g, bool)
+    np.testing.assert_array_equal(
+        response_weights(lengths, keep, zero, m * g, m),
+        response_weights(lengths, keep, token, m * g, m),
+    )
+
+
+def _old_response_weights(lengths, keep, dial, rows, m):
+    """response_weights as it was before the lambda arms: the aggregator vmapped, no group ids."""
+    length = torch.from_numpy(np.asarray(lengths, dtype=np.int64))
+    pos = torch.arange(int(length.max()))[None, :]
+    mask = (pos < length[:, None]) & torch.from_numpy(np.asarray(keep, dtype=bool))[:, None]
+    loss = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+    nb, width = length.numel() // rows, mask.shape[1]
+    per_batch = vmap(make_aggregator(dial))(loss.view(nb, rows, width), mask.view(nb, rows, width))
+    (grad,) = torch.autograd.grad(m * per_batch.sum(), loss)
+    return grad[:, 0].numpy()
+
+
+def test_other_arms_are_bit_identical_to_the_code_before_lambda(monkeypatch):
+    pool = np.random.default_rng(4).beta(0.6, 0.6, 2000)
+    old = tuple(a for a in lb.ARMS if a not in LAMBDA_ARMS)
+    config = lb.LengthBiasConfig(n_prompts=32, steps=4, seeds=(0, 1), arms=old)
+    new = lb.simulate_length_bias(pool, config)
+    monkeypatch.setattr(length_step, "response_weights", _old_response_weights)
+    before = lb.simulate_length_bias(pool, config)
+    for a, b in zip(new, before, strict=True):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
 def test_response_weights_are_the_aggregators_gradient():
     lengths = np.array([3, 5, 2, 7])
     dial = lb.arm_dial("dapo", lb.LengthBiasConfig(n_prompts=4, groups_per_batch=1))
@@ -100,7 +151,10 @@ def test_simulation_matches_the_closed_form_and_blind_is_zero(run):
     summary = summarize(steps).set_index(["arm", "awareness"])
     for arm in lb.ARMS:
         blind = summary.loc[(arm, 0.0)]
-        assert blind["predicted_drift_wrong"] == pytest.approx(0, abs=1e-15)
+        if arm in LAMBDA_ARMS:  # no closed form; the measured blind drift is still 0 (below)
+            assert np.isnan(blind["predicted_drift_wrong"])
+        else:
+            assert blind["predicted_drift_wrong"] == pytest.approx(0, abs=1e-15)
         s = steps[(steps["arm"] == arm) & (steps["awareness"] == 0)]
         se = s["measured_drift_wrong"].std() / np.sqrt(len(s))
         assert abs(s["measured_drift_wrong"].mean()) < 4 * se + 1e-12
@@ -116,6 +170,33 @@ def test_simulation_matches_the_closed_form_and_blind_is_zero(run):
     ratio = summary.loc[("nostd_sequence", 1.0)]
     assert ratio["measured_ratio_to_grpo_lo"] < ratio["predicted_ratio_to_grpo"]
     assert ratio["predicted_ratio_to_grpo"] < ratio["measured_ratio_to_grpo_hi"]
+
+
+def test_lambda_counteracts_or_amplifies_the_wrong_tail_inflation(run):
+    """f_i ~ 1 + lambda r z_i: lambda > 0 weighs long responses up, so an aware wrong tail is
+    pushed shorter (and a correct one longer); lambda < 0 inflates the wrong tail like GRPO."""
+    steps = run[0]
+    aware = steps[steps["awareness"] == 1].groupby("arm")
+    mean = aware[["measured_drift_wrong", "measured_drift_correct"]].mean()
+    se = aware[["measured_drift_wrong", "measured_drift_correct"]].std() / np.sqrt(
+        aware.size().to_numpy()[:, None]
+    )
+    assert mean.loc["lambda_pos", "measured_drift_wrong"] < -4 * se.loc["lambda_pos"].iloc[0]
+    assert mean.loc["lambda_pos", "measured_drift_correct"] > 4 * se.loc["lambda_pos"].iloc[1]
+    assert mean.loc["lambda_neg", "measured_drift_wrong"] > 4 * se.loc["lambda_neg"].iloc[0]
+    assert mean.loc["lambda_neg", "measured_drift_correct"] < -4 * se.loc["lambda_neg"].iloc[1]
+
+
+def test_fit_ignores_arms_without_a_closed_form(run):
+    steps = run[0]
+    with_lambda = fit(steps)
+    without = fit(steps[~steps["arm"].isin(LAMBDA_ARMS)])
+    pd.testing.assert_frame_equal(
+        with_lambda[["path", "r2", "n_points"]], without[["path", "r2", "n_points"]]
+    )
+    summary = summarize(steps).set_index(["arm", "awareness"])
+    assert summary.loc[("lambda_pos", 1.0), ["predicted_drift_wrong"]].isna().all()
+    assert np.isfinite(summary.loc[("lambda_pos", 1.0), "measured_ratio_to_grpo"])
 
 
 def test_fit_and_tables_are_tidy(run):

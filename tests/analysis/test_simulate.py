@@ -16,6 +16,7 @@ from scipy.stats import binom
 from grpo_dial.analysis.simulate import (
     ARMS,
     SimulationConfig,
+    _streams,
     arm_dial,
     draw_initial_p,
     matched_lr,
@@ -23,6 +24,7 @@ from grpo_dial.analysis.simulate import (
     step_update,
     summarize,
 )
+from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
 
 SMALL = SimulationConfig(n_prompts=300, steps=30)
 
@@ -81,7 +83,7 @@ def _loop_update(r: np.ndarray, p: np.ndarray, std_power: float, eps: float) -> 
     g=st.integers(1, 9),
     j=st.integers(1, 12),
     seed=st.integers(0, 2**31 - 1),
-    arm=st.sampled_from(ARMS),
+    arm=st.sampled_from([a for a in ARMS if not a.startswith("hadw")]),
 )
 def test_step_update_matches_loop_and_identity(g, j, seed, arm):
     rng = np.random.default_rng(seed)
@@ -96,6 +98,80 @@ def test_step_update_matches_loop_and_identity(g, j, seed, arm):
     sigma = np.sqrt(k * (g - k)) / g
     np.testing.assert_allclose(got, sigma ** (2 - dial.std_power), atol=1e-6)
     assert got[0] == 0.0
+
+
+def _loop_hadw(r: np.ndarray, p: np.ndarray, anchor: np.ndarray, eps: float) -> np.ndarray:
+    """Slow reference: GRPO's A_i times Phi_i = exp(-sgn(A_i) (p_hat_j - C_j)), per prompt."""
+    out = np.zeros(len(p))
+    for j in range(len(p)):
+        g = r[j].astype(float)
+        mean = g.mean()
+        sigma = math.sqrt(sum((x - mean) ** 2 for x in g) / len(g))
+        if sigma == 0:
+            continue
+        for x in g:
+            a = (x - mean) / (sigma + eps)
+            out[j] += a * math.exp(-math.copysign(1.0, a) * (mean - anchor[j])) * (x - p[j])
+        out[j] /= len(g)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(g=st.integers(1, 9), j=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_hadw_step_update_matches_loop(g, j, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.01, 0.99, j)  # (J,)
+    r = rng.random((j, g)) < p[:, None]  # (J, G)
+    r[0] = True  # a zero-variance group: no update whatever the anchor
+    c = float(rng.uniform())
+    per_prompt = rng.uniform(0, 1, j)  # (J,)
+    for arm, anchor, ref in (("hadw", c, np.full(j, c)), ("hadw_prompt", per_prompt, per_prompt)):
+        dial = arm_dial(arm, SMALL)
+        got = step_update(r, p, dial, anchor=anchor)
+        np.testing.assert_allclose(got, _loop_hadw(r, p, ref, dial.eps), atol=1e-12)
+        assert got[0] == 0.0 and (got >= 0).all()  # Phi > 0 keeps every term's sign
+    with pytest.raises(ValueError, match="anchor"):
+        step_update(r, p, arm_dial("hadw", SMALL))
+
+
+def test_hadw_arms_against_a_loop_over_steps():
+    """Both HA-DW arms, three steps, against the anchors kept by hand (the batch anchor through
+    core.difficulty_anchor, the prompt anchor as an explicit EMA) and the per-prompt loop."""
+    cfg = SimulationConfig(n_prompts=50, steps=3, arms=("hadw", "hadw_prompt"))
+    _, prompts = simulate(_initial_p(400), cfg)
+    dial = arm_dial("hadw", cfg)
+    for arm in cfg.arms:
+        d = prompts[prompts["arm"] == arm]
+        theta = _logit(d["initial_p"].to_numpy())
+        rng = np.random.default_rng(_streams(cfg.seed)[1])
+        state, running = START, None
+        for _ in range(cfg.steps):
+            p = 1 / (1 + np.exp(-theta))
+            r = rng.random((cfg.n_prompts, cfg.group_size)) < p[:, None]
+            if arm == "hadw":
+                y = float(r.mean())
+                c = np.full(cfg.n_prompts, anchor_before(state, y))
+                state = anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
+            else:
+                c = r.mean(axis=1) if running is None else running
+                running = 0.9 * c + 0.1 * r.mean(axis=1)
+            theta = theta + cfg.lr * _loop_hadw(r, p, c, cfg.eps)
+        np.testing.assert_allclose(d["final_p"], 1 / (1 + np.exp(-theta)), rtol=1e-10)
+
+
+def test_hadw_boosts_groups_below_the_anchor():
+    """At the first step the batch anchor is the batch's own accuracy: a group below it moves
+    further than under GRPO, one above it less; the prompt anchor starts at Phi = 1 (GRPO)."""
+    cfg = SimulationConfig(n_prompts=400, steps=1, arms=("grpo", "hadw", "hadw_prompt"))
+    _, prompts = simulate(_initial_p(400), cfg)
+    step = {
+        arm: _logit(d["final_p"].to_numpy()) - _logit(d["initial_p"].to_numpy())
+        for arm, d in prompts.groupby("arm")
+    }
+    np.testing.assert_allclose(step["hadw_prompt"], step["grpo"], rtol=1e-12, atol=1e-15)
+    moved = step["grpo"] > 0
+    ratio = step["hadw"][moved] / step["grpo"][moved]
+    assert (ratio > 1).any() and (ratio < 1).any()
 
 
 def test_first_step_is_sigma_for_grpo_and_sigma_squared_for_dr_grpo():
@@ -213,6 +289,9 @@ def test_summarize(small_run):
     assert summary.loc["dapo", "samples_total"] == dapo["samples"].sum()
     assert summary.loc["dapo", "oversampling_factor"] > 1.0
     assert summary.loc["dr_grpo_lr_matched", "lr"] > summary.loc["dr_grpo", "lr"] == SMALL.lr
+    for arm, d in steps.groupby("arm"):
+        silent = d["silent_fraction"].mean()
+        assert summary.loc[arm, "mean_silent_fraction"] == pytest.approx(silent)
     assert ((summary["realized_extreme_mass"] > 0) & (summary["realized_extreme_mass"] < 1)).all()
 
 

@@ -95,3 +95,20 @@ def test_length_pressure_title_says_whether_pressure_predicts_inflation():
     )
     fig = length_pressure_figure(steps, runs, null)
     assert "does not predict" in fig._suptitle.get_text()
+
+
+def test_length_bias_figure_draws_an_arm_without_a_closed_form():
+    """lambda-GRPO's predicted columns are NaN (no closed form): the figure still draws its
+    measured points and bars, and the title (from GRPO and alpha 0) is unchanged."""
+    steps, summary, fit, curve = _bias_tables()
+    lam = dict(arm="lambda_pos", predicted_drift_wrong=np.nan, predicted_drift_correct=np.nan)
+    steps = pd.concat([steps, steps[steps["arm"] == "grpo"].assign(**lam)], ignore_index=True)
+    extra = summary[summary["arm"] == "grpo"].assign(
+        arm="lambda_pos", predicted_drift_wrong=np.nan, predicted_ratio_to_grpo=np.nan
+    )
+    summary2 = pd.concat([summary, extra], ignore_index=True)
+    curve = pd.concat([curve, curve[curve["arm"] == "grpo"].assign(**lam)], ignore_index=True)
+    fig = length_bias_figure(steps, summary2, fit, curve)
+    assert fig._suptitle.get_text() == bias_title(summary, fit)
+    labels = [t.get_text() for t in fig.axes[3].get_xticklabels()]
+    assert "lambda +1" in labels

@@ -318,7 +318,7 @@ def test_analysis_rules_end_to_end(tmp_path, shared_data):
         assert len(summary) > 0
         assert (results / "figures" / f"difficulty_{name}.png").stat().st_size > 10_000
     arms = pd.read_csv(results / "simulate" / "synthetic" / "summary.csv")["arm"]
-    assert set(arms) == {"grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched"}
+    assert set(arms) == {"grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched", "hadw", "hadw_prompt"}
     fit = pd.read_csv(results / "dapo" / "fit_summary.csv").set_index("model")
     assert fit.loc["closed_form", "n_params"] == 1
     bias = pd.read_csv(results / "theory" / "group_bias.csv").set_index(["p", "G"])

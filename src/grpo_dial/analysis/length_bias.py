@@ -14,11 +14,25 @@ for the weights w, and the tail's score s), i.e. gradient descent on sum_b M * p
 Only the tail parameters move: the core's pass rate is held fixed so the measured drift is the
 normalizer's alone (`simulate` covers how p moves).
 
-Arms: grpo, dr_grpo, dapo (presets), std_constant (alpha 1, constant normalizer) and
-nostd_sequence (alpha 0, sequence normalizer), all with the population std, eps from the config,
-and L_max = max_length for the constant normalizer. DAPO redraws a silent group up to
-max_resample_rounds times (its own stream) and drops the ones still silent (mask 0: no tokens in
-the batch's token count, which is what dropping the rows does to a token mean).
+Arms: grpo, dr_grpo, dapo (presets), std_constant (alpha 1, constant normalizer),
+nostd_sequence (alpha 0, sequence normalizer) and lambda_pos / lambda_neg (preset lambda_grpo with
+lambda fixed at +1 / -1, r = 0.25: GRPO's std factor, the token mean of the M groups of a batch
+with response factors f_i = G softmax_{j in g}(h_j^lambda)_i, h = 1 + r z, z the group-standardized
+length; arXiv 2510.06870), all with the population std, eps from the config, and L_max =
+max_length for the constant normalizer. DAPO redraws a silent group up to max_resample_rounds
+times (its own stream) and drops the ones still silent (mask 0: no tokens in the batch's token
+count, which is what dropping the rows does to a token mean).
+
+What lambda does to the drift. (1) A blind tail (a = 0) drifts by exactly 0 in expectation under
+lambda's weights too: f depends only on the group's lengths and the routing, which are independent
+of the rewards when a = 0, and a group's advantages sum to 0, so E[sum_i A_i w_i s_i] = 0 as for
+the other normalizers. (2) For small r, h^lambda = (1 + r z)^lambda ~ 1 + lambda r z and the
+softmax gives f_i ~ 1 + lambda r z_i (mean 1 per group): lambda > 0 puts more weight on the
+group's longer responses. On the wrong path (A < 0) a long tail's push towards shorter is then
+stronger, so lambda > 0 counteracts the wrong-tail inflation, and lambda < 0 amplifies it (long
+wrong tails weigh less); at lambda = 0, f = 1 exactly and the arm is the token mean (tested
+bit for bit). length_drift.tail_drift has no lambda normalizer: the lambda arms' predicted_*
+columns are NaN (the fit's R^2 is taken over the arms with a closed form).
 
 Vectorized over units = (seed, awareness, prompt): every seed draws its own prompts and streams,
 shared by all awareness levels and arms (common random numbers); DAPO's batches are random
@@ -38,13 +52,15 @@ from grpo_dial.analysis.simulate import SimulationConfig, draw_initial_p
 from grpo_dial.core.advantage import Dial, preset
 from grpo_dial.core.length_drift import correct_tail_mean, tail_drift, wrong_tail_mean
 
-ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence")
+ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence", "lambda_pos", "lambda_neg")
 _ARM_DIAL = {
     "grpo": ("grpo", {}),
     "dr_grpo": ("dr_grpo", {}),
     "dapo": ("dapo", {}),
     "std_constant": ("grpo", {"length_norm": "constant"}),
     "nostd_sequence": ("dr_grpo", {"length_norm": "sequence"}),
+    "lambda_pos": ("lambda_grpo", {"lambda_learnable": False, "lambda_value": 1.0}),
+    "lambda_neg": ("lambda_grpo", {"lambda_learnable": False, "lambda_value": -1.0}),
 }
 
 
@@ -163,7 +179,10 @@ def _predict(
     tc: np.ndarray,
     config: LengthBiasConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(U,) closed-form E[u_w], E[u_c] at the current parameters (length_drift.tail_drift)."""
+    """(U,) closed-form E[u_w], E[u_c] at the current parameters (length_drift.tail_drift);
+    NaN for lambda-GRPO, which has no closed form there."""
+    if dial.length_norm == "lambda":
+        return np.full(len(units), np.nan), np.full(len(units), np.nan)
     token = dial.length_norm == "token"
     kw = dict(
         group_size=config.group_size,

@@ -80,13 +80,15 @@ def summarize(steps_df: pd.DataFrame) -> pd.DataFrame:
 
 def fit(steps_df: pd.DataFrame) -> pd.DataFrame:
     """R^2 of the measured per-step drift (mean over prompts and seeds) against the closed form
-    over every (arm, awareness, step), per path, like the silent-fraction check; and the
-    largest |z| of a blind (awareness 0) arm's drift from 0 (z = mean / SE over steps x seeds)."""
+    over every (arm, awareness, step) that has one (lambda-GRPO's predictions are NaN), per
+    path, like the silent-fraction check; and the largest |z| of a blind (awareness 0) arm's
+    drift from 0 (z = mean / SE over steps x seeds), every arm."""
     by_step = steps_df.groupby(["arm", "awareness", "step"]).mean(numeric_only=True)
     rows = []
     for path in ("wrong", "correct"):
         m = by_step[f"measured_drift_{path}"].to_numpy()
         p = by_step[f"predicted_drift_{path}"].to_numpy()
+        m, p = m[np.isfinite(p)], p[np.isfinite(p)]
         blind = steps_df[steps_df["awareness"] == 0]
         z = blind.groupby("arm")[f"measured_drift_{path}"].agg(
             lambda x: abs(x.mean()) / (x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else np.nan

@@ -10,6 +10,13 @@ arm's aggregator (`advantage.make_aggregator`) gives every token of response i w
 normalized together and the batch loss is scaled by M, and s the geometric tail's score. This
 equals minus the gradient of sum_b M * policy_loss_b with per-token log-probs (continue tokens
 log q, the stop decision log(1 - q)) at ratio 1; tests check it against that autograd.
+
+lambda-GRPO's weights (length_norm 'lambda') need each response's group within its batch:
+w_i = M f_i / S_b, f_i = G softmax_{j in g}(h_j^lambda)_i (core.token_weights.lambda_factors).
+vmap cannot trace the torch.unique inside lambda_factors, and f depends on the group alone, so the
+factors are computed once for every group of the block and only the token normalizer S_b is
+vmapped over batches (core.token_weights.unified_weights); the other normalizers keep the
+vmapped aggregator unchanged.
 """
 
 from __future__ import annotations
@@ -19,20 +26,35 @@ import torch
 from torch.func import vmap
 
 from grpo_dial.core.advantage import Dial, advantages, keep_mask, make_aggregator
+from grpo_dial.core.token_weights import lambda_factors, unified_weights, weighted_sum
 
 
 def response_weights(
     lengths: np.ndarray, keep: np.ndarray, dial: Dial, rows: int, m: int
 ) -> np.ndarray:
     """(N,) w_i = d [M * aggregate_b] / d l_it for every token of response i: the arm's
-    aggregator (advantage.make_aggregator) on (N, W) masks, vmapped over batches of `rows`
-    responses (M groups); a dropped row (keep False) has no tokens and weight 0."""
+    aggregator (advantage.make_aggregator, with the group ids for lambda-GRPO) on (N, W) masks,
+    vmapped over batches of `rows` responses (M groups of rows / M); a dropped row (keep False)
+    has no tokens and weight 0."""
     length = torch.from_numpy(np.asarray(lengths, dtype=np.int64))  # (N,)
     pos = torch.arange(int(length.max()))[None, :]  # (1, W)
     mask = (pos < length[:, None]) & torch.from_numpy(np.asarray(keep, dtype=bool))[:, None]
     loss = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)  # (N, W)
     nb, width = length.numel() // rows, mask.shape[1]
-    per_batch = vmap(make_aggregator(dial))(loss.view(nb, rows, width), mask.view(nb, rows, width))
+    if dial.length_norm == "lambda":
+        ids = torch.arange(length.numel() // (rows // m)).repeat_interleave(rows // m)  # (N,)
+        f = lambda_factors(mask.sum(-1), ids, dial.lambda_value, dial.lambda_r)  # (N,)
+
+        def batch_loss(token_loss, batch_mask, factors):
+            return weighted_sum(token_loss, unified_weights(batch_mask, factors))
+
+        per_batch = vmap(batch_loss)(
+            loss.view(nb, rows, width), mask.view(nb, rows, width), f.view(nb, rows)
+        )  # (nb,)
+    else:
+        per_batch = vmap(make_aggregator(dial))(
+            loss.view(nb, rows, width), mask.view(nb, rows, width)
+        )  # (nb,)
     (grad,) = torch.autograd.grad(m * per_batch.sum(), loss)  # (N, W)
     return grad[:, 0].numpy()  # the first token of every kept response is in its mask
 

@@ -17,6 +17,15 @@ Arms (all with the population std, ddof 0, as in the paper):
    closed forms at the initial p (E[sigma^2] = p(1-p)(G-1)/G), so its expected mean initial step
    equals GRPO's. Closed form rather than the first realized step: it does not hang on one draw,
    and with thousands of prompts the two agree to well under 1%.
+4. "hadw": preset hadw_grpo, GRPO with HA-DW's batch anchor (arXiv 2601.08521): A_i <- A_i Phi_i,
+   Phi_i = exp(-sgn(A_i)(p_hat_j - C_t^-)), p_hat_j the group's accuracy, C_t^- from
+   core.difficulty_anchor on y_t = the step's mean reward over every sampled response. Phi > 0
+   keeps every term's sign, so p still only rises.
+5. "hadw_prompt": the same with C_j = the prompt's running pass rate, an EMA C_j <- (1 - eta) C_j
+   + eta p_hat_j (eta = anchor_rate, C_j = p_hat_j at the first step), taken before the step's
+   update as the trainer takes its tracker's. Not the true p_j: no trainer has that oracle; not
+   the group's own p_hat: that gives Phi = 1 (GRPO). The EMA is the simplest estimate a trainer
+   keeps (its tracker, a decayed Beta count, weighs past groups alike), memory ~1/eta steps.
 
 Departures from the paper's script, on purpose:
 - initial p are drawn with replacement from any pass-rate table; as in the paper, by default only
@@ -45,20 +54,24 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from grpo_dial.analysis.simulate_summary import TARGET_MEAN_P as TARGET_MEAN_P
+from grpo_dial.analysis.simulate_summary import summarize as summarize
 from grpo_dial.core.advantage import Dial, group_update, preset
 from grpo_dial.core.bands import EXTREME_EDGES
+from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
 from grpo_dial.core.theory import expected_signal, silent_rate
 
 log = logging.getLogger("grpo_dial")
 
-ARMS = ("grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched")
-_ARM_PRESET = {
-    "grpo": "grpo",
-    "dr_grpo": "dr_grpo",
-    "dapo": "dapo",
-    "dr_grpo_lr_matched": "dr_grpo",
+ARMS = ("grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched", "hadw", "hadw_prompt")
+_ARM_PRESET = {  # arm -> (preset, fields overridden)
+    "grpo": ("grpo", {}),
+    "dr_grpo": ("dr_grpo", {}),
+    "dapo": ("dapo", {}),
+    "dr_grpo_lr_matched": ("dr_grpo", {}),
+    "hadw": ("hadw_grpo", {}),
+    "hadw_prompt": ("hadw_grpo", {"anchor": "prompt"}),
 }
-TARGET_MEAN_P = 0.9  # threshold behind summarize's steps_to_mean_p_0_9
 
 
 def _opt(default: object, text: str) -> object:
@@ -131,14 +144,17 @@ class SimulationConfig:
 
 
 def arm_dial(arm: str, config: SimulationConfig) -> Dial:
-    """The arm's preset with the population std, config.eps and config.max_resample_rounds."""
+    """The arm's preset (and override) with the population std, config.eps and
+    config.max_resample_rounds."""
     if arm not in _ARM_PRESET:
         raise ValueError(f"unknown arm {arm!r}; valid arms: {', '.join(ARMS)}")
+    name, over = _ARM_PRESET[arm]
     return replace(
-        preset(_ARM_PRESET[arm]),
+        preset(name),
         std_ddof=0,
         eps=config.eps,
         max_resample_rounds=config.max_resample_rounds,
+        **over,
     )
 
 
@@ -198,14 +214,22 @@ def _sigmoid(theta: np.ndarray) -> np.ndarray:
 
 
 def step_update(
-    rewards: np.ndarray, p: np.ndarray, dial: Dial, group_ids: torch.Tensor | None = None
+    rewards: np.ndarray,
+    p: np.ndarray,
+    dial: Dial,
+    group_ids: torch.Tensor | None = None,
+    anchor: float | np.ndarray | None = None,
 ) -> np.ndarray:
-    """(J,) update before the learning rate, (1/G) sum_i A_i (r_i - p_j), from rewards (J, G)."""
+    """(J,) update before the learning rate, (1/G) sum_i A_i (r_i - p_j), from rewards (J, G);
+    anchor: HA-DW's C, a float or (J,) per prompt, for a dial with anchor != 'none'."""
     j, g = rewards.shape
     ids = torch.arange(j).repeat_interleave(g) if group_ids is None else group_ids  # (N,)
     r = torch.from_numpy(np.asarray(rewards, dtype=np.float64).reshape(-1))  # (N,)
     scores = torch.from_numpy((rewards - p[:, None]).reshape(-1, 1))  # (N, 1): d/dtheta log pi
-    return group_update(scores, r, ids, dial)[:, 0].numpy()  # (J,)
+    context = {}
+    if dial.anchor != "none" and anchor is not None:  # None: advantages says what is missing
+        context["anchor"] = torch.as_tensor(anchor, dtype=torch.float64)  # () or (J,)
+    return group_update(scores, r, ids, dial, **context)[:, 0].numpy()  # (J,)
 
 
 @contextmanager
@@ -236,6 +260,7 @@ def _run_arm(
     lo, hi = config.extreme_band
     hardest = quartile == 1  # (J,)
     theta = theta0.copy()  # (J,)
+    state, running = START, None  # HA-DW: the batch anchor's state; the prompts' running p_hat
     rows, cumulative = [], 0
     for step in tqdm(range(config.steps), desc=arm, disable=not config.progress, leave=False):
         p = _sigmoid(theta)  # (J,)
@@ -245,7 +270,7 @@ def _run_arm(
         all_wrong, all_right = k == 0, k == g  # (J,)
         pending = all_wrong | all_right  # (J,)
         first_silent = float(pending.mean())
-        samples = j * g
+        samples, correct = j * g, int(k.sum())
         if dial.silent == "drop":
             for _ in range(dial.max_resample_rounds):
                 idx = np.flatnonzero(pending)  # (S,)
@@ -255,8 +280,18 @@ def _run_arm(
                 r[idx] = fresh
                 samples += idx.size * g
                 kk = fresh.sum(axis=1)  # (S,)
+                correct += int(kk.sum())
                 pending[idx] = (kk == 0) | (kk == g)
-        update = lr * step_update(r, p, dial, ids)  # (J,)
+        anchor = None
+        if dial.anchor == "batch":
+            y = correct / samples  # the step's batch accuracy over every sampled response
+            anchor = anchor_before(state, y)
+            state = anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
+        elif dial.anchor == "prompt":
+            p_hat = r.mean(axis=1)  # (J,) the groups trained on
+            anchor = p_hat if running is None else running  # (J,) before this step's update
+            running = (1 - dial.anchor_rate) * anchor + dial.anchor_rate * p_hat
+        update = lr * step_update(r, p, dial, ids, anchor)  # (J,)
         mass = np.abs(update)  # (J,)
         extreme = ((p > 0) & (p < lo)) | ((p > hi) & (p < 1))  # (J,)
         total = mass.sum()
@@ -322,54 +357,3 @@ def simulate(initial_p: np.ndarray, config: SimulationConfig) -> tuple[pd.DataFr
             )
         )
     return pd.DataFrame(step_rows), pd.concat(prompt_frames, ignore_index=True)
-
-
-def _r2(measured: np.ndarray, predicted: np.ndarray) -> float:
-    """1 - sum (m - f)^2 / sum (m - mean m)^2; NaN when the measured series is constant."""
-    ss_tot = float(np.sum((measured - measured.mean()) ** 2))
-    return 1.0 - float(np.sum((measured - predicted) ** 2)) / ss_tot if ss_tot > 0 else np.nan
-
-
-def summarize(steps_df: pd.DataFrame, prompts_df: pd.DataFrame) -> pd.DataFrame:
-    """One row per arm: arm, lr, silent_r2, initial_extreme_mass (first step's share of |update|
-    on extreme prompts, the paper's measure), realized_extreme_mass (whole run),
-    hardest_quartile_final_p,
-    final_mean_p, samples_total, oversampling_factor = samples / (J G steps), steps_to_mean_p_0_9
-    (updates applied until mean p >= 0.9; NA if never).
-
-    realized_extreme_mass = sum_t share_t * mean|u|_t / sum_t mean|u|_t, i.e. the whole run's
-    sum of |update| from extreme prompts over the sum of all |update| (J cancels).
-    """
-    rows = []
-    for arm, s in steps_df.groupby("arm", sort=False):
-        s = s.sort_values("step")
-        pr = prompts_df[prompts_df["arm"] == arm]
-        n_prompts, g, n_steps = len(pr), int(s["group_size"].iloc[0]), len(s)
-        mass = s["mean_abs_update"].to_numpy()  # (T,)
-        share = np.nan_to_num(s["extreme_mass_share"].to_numpy())  # (T,); NaN only where mass 0
-        mean_p = np.append(s["mean_p"].to_numpy(), pr["final_p"].mean())  # (T+1,) after t updates
-        reached = np.flatnonzero(mean_p >= TARGET_MEAN_P)
-        samples = int(s["samples"].sum())
-        rows.append(
-            {
-                "arm": arm,
-                "lr": float(s["lr"].iloc[0]),
-                "silent_r2": _r2(
-                    s["silent_fraction"].to_numpy(), s["expected_silent_fraction"].to_numpy()
-                ),
-                "initial_extreme_mass": float(share[0]),
-                "realized_extreme_mass": float((share * mass).sum() / mass.sum())
-                if mass.sum() > 0
-                else np.nan,
-                "hardest_quartile_final_p": float(
-                    pr.loc[pr["initial_quartile"] == 1, "final_p"].mean()
-                ),
-                "final_mean_p": float(pr["final_p"].mean()),
-                "samples_total": samples,
-                "oversampling_factor": samples / (n_prompts * g * n_steps),
-                "steps_to_mean_p_0_9": int(reached[0]) if reached.size else pd.NA,
-            }
-        )
-    out = pd.DataFrame(rows)
-    out["steps_to_mean_p_0_9"] = out["steps_to_mean_p_0_9"].astype("Int64")
-    return out

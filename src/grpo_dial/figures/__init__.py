@@ -20,12 +20,16 @@ RECIPE_LABELS = {
     "dr_grpo": "Dr. GRPO",
     "dapo": "DAPO",
     "dr_grpo_lr_matched": "Dr. GRPO (lr matched)",
+    "hadw": "HA-DW (batch anchor)",
+    "hadw_prompt": "HA-DW (prompt anchor)",
 }
 RECIPE_COLORS = {
     "GRPO": "#1f4e79",
     "Dr. GRPO": "#c0504d",
     "DAPO": "#4f8f3a",
     "Dr. GRPO (lr matched)": "#e69f00",
+    "HA-DW (batch anchor)": "#7f5fa8",
+    "HA-DW (prompt anchor)": "#17becf",
 }
 
 

@@ -15,6 +15,8 @@ ARM_LABELS = {
     "dapo": "DAPO",
     "std_constant": "alpha 1 + constant",
     "nostd_sequence": "alpha 0 + 1/|o|",
+    "lambda_pos": "lambda +1",
+    "lambda_neg": "lambda -1",
 }
 ARM_COLORS = {
     "GRPO": "#1f4e79",
@@ -22,6 +24,8 @@ ARM_COLORS = {
     "DAPO": "#4f8f3a",
     "alpha 1 + constant": "#e69f00",
     "alpha 0 + 1/|o|": "#7f5fa8",
+    "lambda +1": "#17becf",
+    "lambda -1": "#8c564b",
 }
 
 
