@@ -35,16 +35,31 @@ def _responses(n_steps=40, groups=6, g=8, aware=0.0, seed=0):
     return pd.DataFrame(rows)
 
 
-def _loop(df, normalizer, max_length=64):
+def _lambda_f(s, lam, r):
+    """lambda-GRPO's f_i from its formula, one group at a time (softmax of h^lambda, times G)."""
+    f = pd.Series(0.0, index=s.index)
+    for _, g in s.groupby("group"):
+        n = g["tokens"].astype(float)
+        sd = n.std(ddof=0)
+        z = (n - n.mean()) / sd if sd > 0 else 0 * n
+        e = np.exp(np.maximum(1 + r * z, 1e-3) ** lam)
+        f[g.index] = len(g) * e / e.sum()
+    return f
+
+
+def _loop(df, normalizer, max_length=64, lam=0.7, r=0.25):
     """Reference: the docstring's formula with explicit loops over steps and responses."""
     out = {}
     for step, s in df.groupby("step"):
         b, total = len(s), s["tokens"].sum()
-        w = {
-            "sequence": 1 / (b * s["tokens"]),
-            "token": 1 / total + 0 * s["tokens"],
-            "constant": 1 / (b * max_length) + 0 * s["tokens"],
-        }[normalizer]
+        if normalizer == "sequence":
+            w = 1 / (b * s["tokens"])
+        elif normalizer == "token":
+            w = 1 / total + 0 * s["tokens"]
+        elif normalizer == "constant":
+            w = 1 / (b * max_length) + 0 * s["tokens"]
+        else:
+            w = _lambda_f(s, lam, r) / total
         wbar = w.mean()
         lbar = s.groupby("group")["tokens"].transform("mean")
         scale = s["advantage"].abs().sum()
@@ -62,10 +77,23 @@ def _loop(df, normalizer, max_length=64):
 @pytest.mark.parametrize("normalizer", lp.NORMALIZERS)
 def test_matches_the_loop_reference(normalizer):
     df = _responses(n_steps=5, aware=0.5)
-    got = lp.step_pressure(df, normalizer, 64).set_index("step")
+    got = lp.step_pressure(df, normalizer, 64, lam=0.7).set_index("step")
     for step, (pw, pc) in _loop(df, normalizer).items():
         assert got.loc[step, "pressure_wrong"] == pytest.approx(pw, abs=1e-12)
         assert got.loc[step, "pressure_correct"] == pytest.approx(pc, abs=1e-12)
+
+
+def test_lambda_pressure_follows_the_step_lambda_and_is_the_token_means_at_zero():
+    df = _responses(n_steps=4, aware=0.5)
+    zero = lp.step_pressure(df, "lambda", lam=0.0)
+    assert (zero["pressure_wrong"] == 0).all()  # f = 1: the token mean's equal weights
+    per_step = pd.Series({0: 0.0, 1: 0.7, 2: -0.7, 3: 0.7})  # steps 0..3
+    got = lp.step_pressure(df, "lambda", lam=per_step).set_index("step")
+    ref = lp.step_pressure(df, "lambda", lam=0.7).set_index("step")
+    assert got.loc[1, "pressure_wrong"] == ref.loc[1, "pressure_wrong"] != 0
+    assert got.loc[0, "pressure_wrong"] == 0
+    with pytest.raises(ValueError, match="lambda is missing"):
+        lp.step_pressure(df, "lambda", lam=per_step.drop(3))
 
 
 @pytest.mark.parametrize("normalizer", ["constant", "token"])
