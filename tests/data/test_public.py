@@ -135,12 +135,13 @@ def test_importable_without_heavy_packages() -> None:
 
 
 def test_what_the_workflow_imports_at_parse_time_has_no_torch() -> None:
-    """common.smk imports these four (the task check needs numpy and pandas; the GPU count none)."""
+    """common.smk imports these five (the task check needs numpy and pandas; the GPU count and
+    the dial's fields none)."""
     common = (REPO / "workflow" / "rules" / "common.smk").read_text()
     imported = sorted(set(re.findall(r"from (grpo_dial[\w.]+) import", common)))
     assert imported == [
-        "grpo_dial.data.public", "grpo_dial.data.sources", "grpo_dial.data.tasks",
-        "grpo_dial.policy.devices",
+        "grpo_dial.core.dial", "grpo_dial.data.public", "grpo_dial.data.sources",
+        "grpo_dial.data.tasks", "grpo_dial.policy.devices",
     ]  # fmt: skip
     code = f"import sys, {', '.join(imported)}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
