@@ -299,7 +299,11 @@ def record_step(
 
     group_band, mass = [], np.zeros(0)
     if trained.any():
-        ids, m = group_mass(batch.rewards[trained], gid[trained], dial, adv[trained])  # (M,)
+        # the arm's own advantages where strata or an anchor reweight them; else the closed
+        # path in float64 (the step's adv is in the rewards' dtype)
+        reweighted = dial.strata is not None or dial.anchor != "none"
+        own = adv[trained] if reweighted else None
+        ids, m = group_mass(batch.rewards[trained], gid[trained], dial, own)  # (M,), (M,)
         prompt_of = dict(zip(gid.tolist(), (p.prompt_id for p in ro.problems), strict=True))
         group_band, mass = [bands[prompt_of[g]] for g in ids.tolist()], m.numpy()
     records["mass"].append(mass_chunk(step, group_band, mass, vocab))
