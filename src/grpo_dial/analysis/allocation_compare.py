@@ -22,8 +22,12 @@ COMPARISON_COLUMNS = (
     "adaptive uniform metric n_seeds adaptive_mean adaptive_lo adaptive_hi uniform_mean "
     "uniform_lo uniform_hi diff_mean diff_lo diff_hi target reached_adaptive reached_uniform"
 ).split()
-BAND_COLUMNS = "dial seed band draws mean_G samples samples_share unsampled_share".split()
-INTERVAL_COLUMNS = "dial mode step n_seeds samples accuracy_mean accuracy_lo accuracy_hi".split()
+BAND_COLUMNS = (
+    "dial seed band draws mean_G samples samples_share unsampled_share".split()
+)
+INTERVAL_COLUMNS = (
+    "dial mode step n_seeds samples accuracy_mean accuracy_lo accuracy_hi".split()
+)
 
 
 def t_interval(x: np.ndarray) -> tuple[float, float, float]:
@@ -109,7 +113,9 @@ def compare_arms(
     rows = []
     for adaptive, uniform in pairs.items():
         arms = (adaptive, uniform)
-        seeds = sorted(set.intersection(*({s for _, s in evaluated.get(arm, [])} for arm in arms)))
+        seeds = sorted(
+            set.intersection(*({s for _, s in evaluated.get(arm, [])} for arm in arms))
+        )
         if not seeds:
             raise ValueError(f"no seed has both arms {adaptive!r} and {uniform!r} evaluated")
 

@@ -91,10 +91,7 @@ def _allocation(t: pd.DataFrame, bands: pd.DataFrame | None) -> list[str]:
                 f"{_interval(m, 'uniform', '.0f')} ({int(m['reached_uniform'])}/"
                 f"{int(m['n_seeds'])}); adaptive reached it with fewer samples: "
                 + (
-                    "yes"
-                    if m["diff_hi"] < 0
-                    else "no"
-                    if m["diff_lo"] > 0
+                    "yes" if m["diff_hi"] < 0 else "no" if m["diff_lo"] > 0
                     else "not shown (interval contains 0 or too few seeds reached it)"
                 )
             )
@@ -107,10 +104,8 @@ def _allocation(t: pd.DataFrame, bands: pd.DataFrame | None) -> list[str]:
                 arms = f"{_interval(m, 'adaptive', '.2f')} vs {_interval(m, 'uniform', '.2f')}"
                 text = f"{label} {arms}"
                 parts.append(text + (f" ({_verdict(m, 'higher')})" if verdict else ""))
-        lines.append(
-            f"- **{adaptive}** against **{uniform}** (n = "
-            f"{int(r['n_seeds'].iloc[0])} seeds): " + "; ".join(parts) + "."
-        )
+        lines.append(f"- **{adaptive}** against **{uniform}** (n = "
+                     f"{int(r['n_seeds'].iloc[0])} seeds): " + "; ".join(parts) + ".")
         if bands is not None and len(bands):
             share = bands.groupby(["dial", "band"], sort=False)[["samples_share", "mean_G"]].mean()
             for arm in (adaptive, uniform):

@@ -58,7 +58,6 @@ COUNT_KEYS = ("checks", "correct", *STATUS_COUNT.values(), "restarts")
 class BadReference(ValueError):
     """A checker's verdict that the reference itself cannot be read (not the answer's fault)."""
 
-
 _BOX = re.compile(r"\\(?:boxed|fbox)")
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"answer(?:\s+is|\s*:)[ \t:]*([^\n]*)", re.IGNORECASE)

@@ -58,11 +58,7 @@ def allocate_groups(
     if rest.size:
         p = np.clip(estimate[rest], 1e-9, 1 - 1e-9)  # estimates are interior; guard the clip
         sizes[rest] = theory.allocate_budget(
-            p,
-            budget - g_min * n_reserved,
-            signal,
-            g_min=g_min,
-            g_max=g_max,
+            p, budget - g_min * n_reserved, signal, g_min=g_min, g_max=g_max,
             skip_unanimous=False,
         )
     return sizes

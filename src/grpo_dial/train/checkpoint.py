@@ -185,4 +185,6 @@ def model_fingerprint(model: torch.nn.Module) -> str:
 def all_finite(tensors) -> bool:
     """True when every floating tensor of `tensors` holds only finite values."""
     with torch.no_grad():
-        return all(bool(torch.isfinite(t).all()) for t in tensors if torch.is_floating_point(t))
+        return all(
+            bool(torch.isfinite(t).all()) for t in tensors if torch.is_floating_point(t)
+        )

@@ -42,7 +42,8 @@ def check_step(
     max_nonfinite_steps consecutive non-finite steps; warn on each skipped step."""
     if not checkpoint.all_finite(run.model.parameters()):
         raise ValueError(
-            f"stopping at step {step}: the update left non-finite weights; {last_good(run, path)}"
+            f"stopping at step {step}: the update left non-finite weights; "
+            f"{last_good(run, path)}"
         )
     if result.finite:
         run.nonfinite = 0

@@ -145,17 +145,8 @@ def generate_groups(
                     part_buffers = [{k: b[lo : lo + step] for k, b in ly.items()} for ly in buffers]
                 parts.append(
                     _decode(
-                        model,
-                        sub[:, first:],
-                        sub_mask[:, first:],
-                        sizes,
-                        max_new_tokens,
-                        temperature,
-                        generator,
-                        eos,
-                        pad,
-                        part_buffers,
-                        check_every,
+                        model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
+                        temperature, generator, eos, pad, part_buffers, check_every,
                     )  # fmt: skip
                 )
     finally:
