@@ -189,5 +189,5 @@ def hadw_conditional_advantage(
     anchor, s = _unit(anchor, "anchor"), _scale(scale)
     p, anchor = np.broadcast_arrays(p, anchor)
     w, p_hat, adv = _others(p, G, correct)
-    phi = s * np.exp(-np.sign(adv) * (p_hat - anchor[..., None]))  # (..., K)
+    phi = hadw_weight(p_hat, adv, anchor[..., None], s)  # (..., K)
     return np.asarray((w * phi * adv).sum(-1))

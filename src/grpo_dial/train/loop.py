@@ -171,7 +171,9 @@ def new_run(
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     rng, generator = sampling_rngs(config)
-    prior = tracker_prior([p.prompt_id for p in pool], pass_rates, config.allocation.prior_strength)
+    prior = tracker_prior(
+        [p.prompt_id for p in pool], pass_rates, config.allocation.prior_strength
+    )
     key = _resume_key(config, dial, pool, heldout, model, prior)
     optimizer = make_optimizer(model, config)
     lam = estimator.new_lambda(dial, config.device)

@@ -68,7 +68,9 @@ RESPONSE_COLUMNS = (
 EVAL_COLUMNS = (
     "step mode difficulty n accuracy mean_len mean_len_correct mean_len_incorrect".split()
 )
-ALLOCATION_COLUMNS = "step prompt_id band resample_round p_estimate unanimous G".split()
+ALLOCATION_COLUMNS = (
+    "step prompt_id band resample_round p_estimate unanimous G".split()
+)
 TABLES = ("steps", "mass", "responses", "evals", "identity", "allocation")
 
 Records = dict[str, list[dict[str, list]]]
@@ -178,12 +180,9 @@ def estimator_stats(
         out["anchor"] = float(torch.as_tensor(anchor, dtype=torch.float64).mean())
     if strata is not None and len(strata):
         cells = torch.unique(torch.stack([batch.group_ids, strata.to(batch.group_ids)]), dim=1)
-        groups = torch.unique(batch.group_ids).numel()
+        per_group = torch.unique(cells[0], return_counts=True)[1]  # (M,) strata in each group
         out["strata_cells"] = float(cells.shape[1])
-        out["strata_split_groups"] = float(
-            torch.unique(cells[0], return_counts=True)[1].gt(1).sum()
-        )
-        out["strata_cells"] = float(cells.shape[1]) if groups else nan
+        out["strata_split_groups"] = float((per_group > 1).sum())
     return out
 
 

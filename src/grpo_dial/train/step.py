@@ -214,6 +214,8 @@ def policy_update(
     params = [p for p in model.parameters() if p.requires_grad]
     mask = train.response_mask  # (B, T)
     group_ids = train.group_ids.to(mask.device)  # (B,)
+    token_weights = advantage.make_token_weights(dial)  # chosen once per call
+    weights = token_weights(mask, group_ids, lam)  # (B, T), before any forward
     row_loss = torch.zeros(len(train), dtype=torch.float64, device=mask.device)  # (B,) L_i
     adv = adv.to(mask.device)  # (B,)
     active = (adv != 0) if ref_logp is None else None  # (B,) rows that carry a gradient
@@ -222,10 +224,9 @@ def policy_update(
     losses, norms, kl_first = [], [], math.nan
     for update in range(config.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
-        # (B, T) before any forward; lambda-GRPO's at this update's lambda
-        weights = advantage.make_token_weights(dial)(mask, group_ids, lam)
+        if lam is not None and update > 0:  # the last step moved lambda: its weights moved too
+            weights = token_weights(mask, group_ids, lam)
         loss_sum, kl_sum, backward = 0.0, 0.0, False
-        row_loss.zero_()
         buckets = bucket_logprobs(model, forwarded, config.micro_batch)
         while True:
             with autocast(config.precision, config.device):  # forward only; fp32 master weights
