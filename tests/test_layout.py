@@ -2,7 +2,7 @@
 
 The layers, lowest first (a module may import its own package and any lower layer):
     tables, core  ->  data  ->  policy  ->  passrates  ->  train  ->  analysis  ->  external
-    ->  stages  ->  tools
+    ->  dag  ->  stages  ->  tools
 `figures` stands apart: it draws from tables and imports no other part of grpo_dial. Lazy imports
 inside functions count too, so an arrow cannot hide in a function body.
 """
@@ -24,10 +24,13 @@ LAYERS = {
     "train": 4,
     "analysis": 5,
     "external": 6,
-    "stages": 7,
-    "tools": 8,
+    "dag": 7,
+    "stages": 8,
+    "tools": 9,
 }
 MAX_LINES = 400
+WORKFLOW = PACKAGE.parents[1] / "workflow"
+MAX_COMMON_LINES = 250  # common.smk is glue: target lists and the one call into grpo_dial.dag
 
 
 def module_name(path: Path) -> str:
@@ -82,10 +85,15 @@ def test_imports_run_down_the_layers():
 
 
 def test_core_imports_nothing_of_the_project():
-    """core is closed forms and the advantage: nothing outside it, and inside it only the
-    advantage module reads its two leaves (the dial's fields, the token weights)."""
-    leaves = {"grpo_dial.core.dial", "grpo_dial.core.token_weights"}
-    allowed = {"grpo_dial.core.advantage": leaves}
+    """core is closed forms and the advantage: nothing outside it; inside it every module may
+    use the shared field checks and the std factor, and only the estimator's modules read each
+    other (the advantage reads the dial, the registry and the token weights)."""
+    shared = {"grpo_dial.core.checks", "grpo_dial.core.std_factor"}
+    leaves = {"grpo_dial.core.dial", "grpo_dial.core.token_weights", "grpo_dial.core.estimators"}
+    allowed = {m: shared for m in MODULES if part(m) == "core"}
+    allowed["grpo_dial.core.advantage"] = shared | leaves
+    allowed["grpo_dial.core.dial"] = shared | {"grpo_dial.core.estimators"}
+    allowed["grpo_dial.core.estimators"] = shared | {"grpo_dial.core.token_weights"}
     inward = {
         m: sorted(set(t) - allowed.get(m, set()))
         for m, t in GRAPH.items()
@@ -142,3 +150,64 @@ def test_the_guard_sees_a_planted_upward_import(tmp_path):
     planted = tmp_path / "x.py"
     planted.write_text("def f():\n    from grpo_dial.train.step import score\n")
     assert imports_of(planted) == {"grpo_dial.train.step"}
+
+
+def test_workflow_glue_is_thin():
+    """common.smk holds target lists and glue (the checks live in grpo_dial.dag), and
+    workflow/scripts holds one generic stage entry beside the GPU check."""
+    common = WORKFLOW / "rules" / "common.smk"
+    lines = len(common.read_text().splitlines())
+    assert lines < MAX_COMMON_LINES, f"common.smk has {lines} lines (>= {MAX_COMMON_LINES})"
+    for path in sorted(WORKFLOW.rglob("*.smk")) + sorted((WORKFLOW / "scripts").glob("*.py")):
+        lines = len(path.read_text().splitlines())
+        assert lines <= MAX_LINES, f"{path.name} has {lines} lines (> {MAX_LINES})"
+
+
+def test_no_reexports():
+    """A name is imported from the module that defines it: no `import x as x` shims."""
+    shims = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grpo_dial"):
+                shims += [f"{name}: {a.name}" for a in node.names if a.asname == a.name]
+    assert not shims, shims
+
+
+CLOSED_FORMS = ("theory", "group_bias", "length_drift", "bands")  # core's numpy wing
+
+
+def test_the_closed_forms_are_apart_from_the_estimator():
+    """core's two wings: the closed forms (numpy/scipy) import no torch and nothing of the
+    estimator (advantage, dial, estimators, token weights); they share only core.checks and
+    core.std_factor with it."""
+    crossing = []
+    for name in CLOSED_FORMS:
+        module = f"grpo_dial.core.{name}"
+        tree = ast.parse(MODULES[module].read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
+                    node.module or ""
+                ]
+                crossing += [f"{module}: {n}" for n in names if n.split(".")[0] == "torch"]
+        allowed = {"grpo_dial.core.checks", "grpo_dial.core.std_factor"}
+        crossing += [f"{module} -> {t}" for t in GRAPH[module] - allowed]
+    assert not crossing, crossing
+
+
+def test_no_analysis_module_imports_torch_unless_it_trains_or_differentiates():
+    """The analyses that run the estimator on tensors (the simulations, the identity, the
+    advantages of an imported run) may import torch; every other analysis is numpy/pandas."""
+    trains = {"simulate", "length_step", "identity", "length_pressure"}
+    heavy = []
+    for name, path in MODULES.items():
+        if part(name) != "analysis" or name.rsplit(".", 1)[-1] in trains:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                heavy += [f"{name}: {a.name}" for a in node.names if a.name == "torch"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+                heavy.append(f"{name}: {node.module}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "grpo_dial.core.advantage":
+                heavy.append(f"{name}: grpo_dial.core.advantage (torch)")
+    assert not heavy, heavy

@@ -12,7 +12,6 @@ from grpo_dial.analysis.channel import (
     channel_rows,
     channel_summary,
     drift_by_dial,
-    expected_sigma_power,
     predicted_ratio,
     run_drift,
     seed_interval,
@@ -20,7 +19,7 @@ from grpo_dial.analysis.channel import (
     within_group_auc,
     within_group_gap,
 )
-from grpo_dial.core.theory import expected_sigma
+from grpo_dial.core.theory import expected_sigma, expected_sigma_power
 from grpo_dial.data.tasks import ArithmeticTask, Problem
 
 TASK = ArithmeticTask(operands=(2, 3), tail_checks=2)

@@ -22,8 +22,8 @@ from grpo_dial.analysis.simulate import (
     matched_lr,
     simulate,
     step_update,
-    summarize,
 )
+from grpo_dial.analysis.simulate_summary import summarize
 from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
 
 SMALL = SimulationConfig(n_prompts=300, steps=30)

@@ -12,7 +12,8 @@ import pytest
 
 from grpo_dial.analysis import theory_tables as TT
 
-# DESIGN.md 1.3, as (p, fidelity) -> (exact G, closed form rounded to nearest)
+# docs/design-notes.md#reference-numbers, as (p, fidelity) -> (exact G, closed form rounded to
+# nearest)
 PAPER = {
     (0.50, 0.90): (7, 5), (0.50, 0.95): (11, 10), (0.50, 0.99): (51, 50),
     (0.30, 0.90): (9, 6), (0.30, 0.95): (14, 12), (0.30, 0.99): (61, 60),

@@ -15,24 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.core.advantage import (
-    PRESETS,
-    Dial,
     advantages,
     aggregate,
     clipped_surrogate,
     constant_normalizer,
-    dial_from_config,
     group_stats,
     group_update,
     keep_mask,
     make_aggregator,
     policy_loss,
-    preset,
     sequence_mean,
     silent_groups,
     silent_mask,
     token_mean,
 )
+from grpo_dial.core.dial import PRESETS, Dial, dial_from_config, preset
 
 F64 = torch.float64
 FAST = settings(max_examples=60, deadline=None)

@@ -19,23 +19,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.core.advantage import (
-    Dial,
     advantages,
     aggregate,
+    make_token_weights,
+    row_sums,
+    token_mean,
+)
+from grpo_dial.core.dial import Dial, dial_from_config
+from grpo_dial.core.difficulty_anchor import START, AnchorState, anchor_before, anchor_update
+from grpo_dial.core.estimators import hadw_weights
+from grpo_dial.core.token_weights import (
     constant_weights,
-    dial_from_config,
-    hadw_weights,
     lambda_factors,
     lambda_objective,
     lambda_weights,
-    make_token_weights,
-    row_sums,
     sequence_weights,
-    token_mean,
     token_weights,
     unified_weights,
 )
-from grpo_dial.core.difficulty_anchor import START, AnchorState, anchor_before, anchor_update
 from grpo_dial.data.tasks import ArithmeticTask
 from grpo_dial.data.tasks.base import GENERIC_STRATA, provided_strata, stratum_error
 

@@ -14,7 +14,8 @@ from torch.func import vmap
 
 from grpo_dial.analysis.length_step import draw_tails, tail_updates
 from grpo_dial.core import length_drift as L
-from grpo_dial.core.advantage import Dial, advantages, policy_loss, preset
+from grpo_dial.core.advantage import advantages, policy_loss
+from grpo_dial.core.dial import Dial, preset
 from grpo_dial.core.theory import expected_signal
 
 
@@ -58,7 +59,7 @@ def _token_by_quad(p, qw, qc, c, G, a):
 )
 def test_token_quadrature_matches_adaptive_quadrature(args):
     p, qw, qc, c, G, a = args
-    fixed = float(L.tail_drift(p, qw, qc, c, G, normalizer="token", awareness=a).wrong)
+    fixed = float(L.tail_drift(p, qw, qc, c, G, length_norm="token", awareness=a).wrong)
     assert fixed == pytest.approx(_token_by_quad(*args), rel=1e-9)
 
 
@@ -111,17 +112,17 @@ def _exact_through_policy_loss(dial, p, tw0, tc0, c, a, t_max=45):
 @pytest.mark.parametrize(
     "dial,kw",
     [
-        (replace(preset("grpo"), eps=0.0), {"normalizer": "sequence"}),
+        (replace(preset("grpo"), eps=0.0), {"length_norm": "sequence"}),
         (
             Dial(std_power=0.0, length_norm="sequence", eps=0.0),
-            {"normalizer": "sequence", "std_power": 0.0},
+            {"length_norm": "sequence", "std_power": 0.0},
         ),
-        (Dial(length_norm="token", eps=0.0), {"normalizer": "token"}),
+        (Dial(length_norm="token", eps=0.0), {"length_norm": "token"}),
         (
             Dial(length_norm="token", std_ddof=1, eps=1e-3),
-            {"normalizer": "token", "ddof": 1, "eps": 1e-3},
+            {"length_norm": "token", "ddof": 1, "eps": 1e-3},
         ),
-        (Dial(length_norm="constant", max_length=80, eps=0.0), {"normalizer": "constant"}),
+        (Dial(length_norm="constant", max_length=80, eps=0.0), {"length_norm": "constant"}),
     ],
 )
 def test_closed_form_equals_exact_expectation_through_policy_loss(dial, kw):
@@ -131,33 +132,33 @@ def test_closed_form_equals_exact_expectation_through_policy_loss(dial, kw):
     cf = L.tail_drift(p, _sig(tw0), _sig(tc0), c, 2, awareness=a, **kw)
     assert uw == pytest.approx(float(cf.wrong), rel=1e-8, abs=1e-14)
     assert uc == pytest.approx(float(cf.correct), rel=1e-8, abs=1e-14)
-    if kw["normalizer"] != "constant":
+    if kw["length_norm"] != "constant":
         assert uw > 0 > uc  # wrong tails pushed longer, correct ones shorter
 
 
 # --- Monte Carlo at G = 8 through tail_updates (advantages, keep_mask, the aggregators) ---------
 
-DAPO_KW = {"normalizer": "token", "scope": "batch", "n_groups": 4, "silent": "drop"}
+DAPO_KW = {"length_norm": "token", "scope": "batch", "n_groups": 4, "silent": "drop"}
 MC_CASES = [
-    ("sequence", replace(preset("grpo"), eps=0.0), {"normalizer": "sequence"}, 1),
+    ("sequence", replace(preset("grpo"), eps=0.0), {"length_norm": "sequence"}, 1),
     (
         "alpha0",
         Dial(std_power=0.0, length_norm="sequence", eps=0.0),
-        {"normalizer": "sequence", "std_power": 0.0},
+        {"length_norm": "sequence", "std_power": 0.0},
         1,
     ),
-    ("token group", Dial(length_norm="token", eps=0.0), {"normalizer": "token"}, 1),
+    ("token group", Dial(length_norm="token", eps=0.0), {"length_norm": "token"}, 1),
     (
         "token batch",
         Dial(length_norm="token", eps=0.0),
-        {"normalizer": "token", "scope": "batch", "n_groups": 4},
+        {"length_norm": "token", "scope": "batch", "n_groups": 4},
         4,
     ),
-    ("dapo", replace(preset("dapo"), eps=0.0), DAPO_KW | {"resample_rounds": 4}, 4),
+    ("dapo", replace(preset("dapo"), eps=0.0), DAPO_KW | {"max_resample_rounds": 4}, 4),
     (
         "constant",
         replace(preset("dr_grpo"), max_length=64),
-        {"normalizer": "constant", "std_power": 0.0},
+        {"length_norm": "constant", "std_power": 0.0},
         1,
     ),
 ]
@@ -202,12 +203,14 @@ def test_blind_tail_has_zero_drift_under_every_normalizer():
         ("token", "batch"),
         ("constant", "group"),
     ):
-        d = L.tail_drift(p, 0.9, 0.6, 5, 8, normalizer=norm, awareness=0.0, scope=scope, n_groups=3)
+        d = L.tail_drift(
+            p, 0.9, 0.6, 5, 8, length_norm=norm, awareness=0.0, scope=scope, n_groups=3
+        )
         assert np.abs(d.wrong).max() < 1e-15 and np.abs(d.correct).max() < 1e-15
 
 
 def test_constant_normalizer_is_exactly_zero():
-    d = L.tail_drift([0.1, 0.5, 0.9], 0.95, 0.3, 10, 8, std_power=0.0, normalizer="constant")
+    d = L.tail_drift([0.1, 0.5, 0.9], 0.95, 0.3, 10, 8, std_power=0.0, length_norm="constant")
     assert (d.wrong == 0).all() and (d.correct == 0).all()
 
 
@@ -232,22 +235,22 @@ def test_grpo_outruns_alpha0_by_E_sigma2_over_E_sigma(p):
 @pytest.mark.parametrize("c", [5, 10, 20, 40])
 def test_token_mean_is_about_15_percent_of_the_sequence_mean_at_G8(c):
     seq = L.tail_drift(0.5, 0.8, 0.8, c, 8).wrong
-    tok = L.tail_drift(0.5, 0.8, 0.8, c, 8, normalizer="token").wrong
+    tok = L.tail_drift(0.5, 0.8, 0.8, c, 8, length_norm="token").wrong
     assert 0.14 < float(tok / seq) < 0.16  # 0.158 (c 5), 0.159, 0.151, 0.142 (c 40)
-    batch = L.tail_drift(0.5, 0.8, 0.8, c, 8, normalizer="token", scope="batch", n_groups=16).wrong
+    batch = L.tail_drift(0.5, 0.8, 0.8, c, 8, length_norm="token", scope="batch", n_groups=16).wrong
     assert float(batch / tok) == pytest.approx(1 / 16, rel=0.05)  # less when more is pooled
 
 
 def test_silent_and_singleton_groups_give_no_drift():
     for norm in L.NORMALIZERS:
-        assert float(L.tail_drift(0.0, 0.8, 0.8, 5, 8, normalizer=norm).wrong) == 0
-        assert float(L.tail_drift(1.0, 0.8, 0.8, 5, 8, normalizer=norm).correct) == 0
-        assert float(L.tail_drift(0.5, 0.8, 0.8, 5, 1, normalizer=norm).wrong) == 0
+        assert float(L.tail_drift(0.0, 0.8, 0.8, 5, 8, length_norm=norm).wrong) == 0
+        assert float(L.tail_drift(1.0, 0.8, 0.8, 5, 8, length_norm=norm).correct) == 0
+        assert float(L.tail_drift(0.5, 0.8, 0.8, 5, 1, length_norm=norm).wrong) == 0
 
 
 def test_dynamic_sampling_reweights_sigma_moment():
     plain = L.sigma_moment(0.05, 8, 1.0)
-    refill = L.sigma_moment(0.05, 8, 1.0, silent="drop", resample_rounds=4)
+    refill = L.sigma_moment(0.05, 8, 1.0, silent="drop", max_resample_rounds=4)
     s = 0.05**8 + 0.95**8
     assert float(refill) == pytest.approx(float(plain) * sum(s**i for i in range(5)), rel=1e-12)
 
@@ -262,7 +265,7 @@ def test_dynamic_sampling_reweights_sigma_moment():
         ({"group_size": 0}, "group_size"),
         ({"awareness": 1.5}, "awareness"),
         ({"p": -0.1}, "p must"),
-        ({"normalizer": "tokens"}, "normalizer"),
+        ({"length_norm": "tokens"}, "length_norm"),
         ({"scope": "all"}, "scope"),
         ({"std_power": 2.0}, "std_power"),
     ],

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from grpo_dial.core import theory as T
 
-# DESIGN.md 1.3: p -> {fidelity: (exact G, closed form rounded to nearest)}
+# docs/design-notes.md#reference-numbers: p -> {fidelity: (exact G, closed form rounded to nearest)}
 PAPER_TABLE = {
     0.50: {0.90: (7, 5), 0.95: (11, 10), 0.99: (51, 50)},
     0.30: {0.90: (9, 6), 0.95: (14, 12), 0.99: (61, 60)},

@@ -272,7 +272,7 @@ def test_long_garbage_is_wrong_and_fast() -> None:
 
 def test_bad_inputs_raise() -> None:
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="choose one of terse, worked, rechecked"):
+    with pytest.raises(ValueError, match="choose one of 'terse', 'worked', 'rechecked'"):
         TASK.demonstration(P331, "verbose", rng)
     with pytest.raises(ValueError, match="not an arithmetic prompt"):
         TASK.demonstration(Problem("i", "17*3=", "51", "o2d2"), "worked", rng)
@@ -403,7 +403,7 @@ def test_option_errors(kwargs: dict, message: str) -> None:
 
 
 def test_call_errors() -> None:
-    with pytest.raises(ValueError, match="split='test' is not valid; choose one of train, eval"):
+    with pytest.raises(ValueError, match="split='test' is not valid; choose one of 'train', 'eval"):
         TASK.problems("test", 3, 0)
     with pytest.raises(ValueError, match="n must be an integer >= 0"):
         TASK.problems("train", -1, 0)

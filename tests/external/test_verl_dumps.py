@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 from external_fixtures import write_verl_dumps
 
-from grpo_dial.external.diagnostics import group_checks, run_warnings
+from grpo_dial.external.diagnostics import diagnose, group_checks, run_warnings
 from grpo_dial.external.importers import import_run
-from grpo_dial.stages.external import diagnose
 
 PARAMS = {"window_fraction": 0.2, "n_boot": 20, "seed": 0, "fidelity": 0.9}
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_dial.analysis.simulate import ARMS, SimulationConfig, simulate, summarize
-from grpo_dial.figures import RECIPE_COLORS, label
+from grpo_dial.analysis.simulate import ARMS, SimulationConfig, simulate
+from grpo_dial.analysis.simulate_summary import summarize
+from grpo_dial.figures import COLORS, label
 from grpo_dial.figures.simulation import simulation_figure
 
 
 def test_every_arm_has_a_colour_and_is_in_the_title():
-    assert all(label(arm) in RECIPE_COLORS for arm in ARMS)
+    assert all(label(arm) in COLORS for arm in ARMS)
     pool = np.random.default_rng(0).beta(0.7, 0.9, 500)
     steps, prompts = simulate(pool, SimulationConfig(n_prompts=80, steps=4))
     summary = summarize(steps, prompts)

@@ -116,7 +116,7 @@ def test_bucketed_logprobs_equal_one_padded_forward(model, tok, monkeypatch):
 def test_update_without_silent_rows_equals_the_full_batch_update(model, tok, monkeypatch):
     import copy
 
-    from grpo_dial.core.advantage import dial_from_config
+    from grpo_dial.core.dial import dial_from_config
     from grpo_dial.train import step as train_step
     from grpo_dial.train.config import TrainConfig
 

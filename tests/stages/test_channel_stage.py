@@ -3,12 +3,14 @@ gather two dials' synthetic run tables against the prediction, draw both figures
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_dial.core.dial import read_arm
 from grpo_dial.data.tasks import get_task
 from grpo_dial.policy.model import PolicySpec, build_char_tokenizer, build_tiny_llama, save_policy
 from grpo_dial.stages import channel
@@ -69,7 +71,10 @@ def test_samples_then_summary_then_figures(tmp_path: Path) -> None:
     write_table(table, inputs["passrates"])
     out = {name: str(tmp_path / f"out/{name}.csv") for name in ("channel", "runs", "drift")}
     out["awareness"] = str(tmp_path / "out/awareness.parquet")
-    dials = {"grpo": {"preset": "grpo"}, "dr_grpo": {"preset": "dr_grpo"}}
+    dials = {  # the fields read_arm resolves at DAG build
+        name: asdict(read_arm({"preset": name}, max_new_tokens=12).dial)
+        for name in ("grpo", "dr_grpo")
+    }
     channel.channel_summary(inputs, out, {"runs": runs, "dials": dials, "group_size": 8,
                                           "max_new_tokens": 12, "window_fraction": 0.1,
                                           "reference": "grpo"})  # fmt: skip

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from grpo_dial.core import advantage
+from grpo_dial.core.dial import preset
 from grpo_dial.tools.bench import ours
 from grpo_dial.tools.bench.workload import StepSettings, build_setup
 from grpo_dial.train import loop
@@ -32,7 +32,7 @@ def test_the_bench_step_is_the_trainers_step(monkeypatch) -> None:
     assert [c[-1] for c in calls] == [1, 2]
     state, task, dial, config, _ = calls[0]
     assert isinstance(state, loop.RunState) and state.model is setup.model and task is setup.task
-    trl_default = replace(advantage.preset("grpo"), std_ddof=1, eps=1e-4)  # scale_rewards="group"
+    trl_default = replace(preset("grpo"), std_ddof=1, eps=1e-4)  # scale_rewards="group"
     assert dial == trl_default
     assert config.prompts_per_step == 2 and config.group_size == 2
     assert len(state.records["steps"]) == 2  # the trainer's own records of both steps
@@ -70,7 +70,7 @@ def test_trainer_state_is_built_by_the_trainers_set_up(monkeypatch) -> None:
     settings = StepSettings(**TINY)
     setup = build_setup(settings)
     config = ours.train_config(settings)
-    dial = advantage.preset("grpo")
+    dial = preset("grpo")
     built = []
     new_run = loop.new_run
     monkeypatch.setattr(loop, "new_run", lambda *a: built.append(a) or new_run(*a))

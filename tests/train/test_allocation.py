@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.core import advantage, theory
-from grpo_dial.core.advantage import preset
 from grpo_dial.core.bands import PASS_RATE_BANDS
+from grpo_dial.core.dial import Allocation, preset
 from grpo_dial.policy.model import load_policy
 from grpo_dial.policy.rollout import generate_groups
 from grpo_dial.train import checkpoint
 from grpo_dial.train.allocation import allocate_groups
-from grpo_dial.train.config import Allocation, TrainConfig
+from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.loop import train_run
 from grpo_dial.train.step import make_optimizer, policy_update, sampling_rngs
 

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from grpo_dial.train.config import RESUME_FREE, Allocation, TrainConfig
+from grpo_dial.core.dial import Allocation
+from grpo_dial.train.config import RESUME_FREE, TrainConfig
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ import pytest
 import torch
 from _rl_fixtures import FakeTask, one_thread, tiny_policy  # noqa: F401
 
-from grpo_dial.core.advantage import Dial, advantages, preset
+from grpo_dial.core.advantage import advantages
+from grpo_dial.core.dial import Dial, preset
 from grpo_dial.core.difficulty_anchor import START, AnchorState, anchor_update
 from grpo_dial.data.tasks import ArithmeticTask
 from grpo_dial.train import checkpoint, estimator

@@ -14,7 +14,7 @@ import torch
 from _rl_fixtures import FakeTask, one_thread  # noqa: F401
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import preset
+from grpo_dial.core.dial import preset
 from grpo_dial.data.tasks.base import Verdict
 from grpo_dial.train import checkpoint, resume
 from grpo_dial.train import loop as trainer

@@ -15,8 +15,9 @@ import torch
 from _rl_fixtures import FakeTask, one_thread  # noqa: F401
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import group_stats, preset
+from grpo_dial.core.advantage import group_stats
 from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED
+from grpo_dial.core.dial import preset
 from grpo_dial.policy.model import load_policy
 from grpo_dial.train import checkpoint
 from grpo_dial.train import loop as trainer

@@ -9,7 +9,8 @@ import pytest
 import torch
 from _rl_fixtures import informative_batch, one_thread, tiny_policy  # noqa: F401
 
-from grpo_dial.core.advantage import Dial, group_stats, preset, silent_groups
+from grpo_dial.core.advantage import group_stats, silent_groups
+from grpo_dial.core.dial import Dial, preset
 from grpo_dial.train.probe import (
     IDENTITY_COLUMNS,
     identity_probe,

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_dial.core.advantage import preset
 from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED
+from grpo_dial.core.dial import preset
 from grpo_dial.train import records as rec
 
 

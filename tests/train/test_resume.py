@@ -14,7 +14,7 @@ import pytest
 import torch
 from _rl_fixtures import FakeTask, one_thread, tiny_policy  # noqa: F401
 
-from grpo_dial.core.advantage import preset
+from grpo_dial.core.dial import preset
 from grpo_dial.train import checkpoint
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.loop import train_run

@@ -15,7 +15,8 @@ import torch
 from _rl_fixtures import FakeTask, one_thread, tiny_policy  # noqa: F401
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import group_stats, preset
+from grpo_dial.core.advantage import group_stats
+from grpo_dial.core.dial import preset
 from grpo_dial.policy.rollout import response_logprobs
 from grpo_dial.train import records as rec
 from grpo_dial.train.batch import UpdateResult

@@ -297,12 +297,13 @@ def test_gpu_check_names_the_setting_to_lower_when_out_of_memory(tmp_path, monke
 
 def test_rule_params_reach_the_train_config():
     """What the rules pass (train section, model.attn_implementation, device) is what trains."""
+    from grpo_dial.core.dial import arm_fields, read_arm
     from grpo_dial.stages import policy as policy_stages
 
     params = {
         "train": {"steps": 2, "precision": "bf16", "gradient_checkpointing": True},
         "pass_rates": {"pool": 8, "seed": 3},
-        "dial": {"preset": "grpo"},
+        "arm": arm_fields(read_arm({"preset": "grpo"})),
         "attn_implementation": "eager",
         "device": "cpu",
         "threads": 1,

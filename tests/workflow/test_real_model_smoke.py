@@ -19,7 +19,7 @@ from smollm_fixtures import converted_smollm, needs_smollm
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from grpo_dial.core.advantage import Dial
+from grpo_dial.core.dial import Dial
 from grpo_dial.data.tasks import get_task
 from grpo_dial.policy.model import autocast, is_checkpointing, load_policy, save_policy
 from grpo_dial.policy.rollout import generate_groups, response_logprobs

@@ -26,7 +26,7 @@ rule allocation_comparison:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/allocation_comparison.py"
+        "../scripts/stage.py"
 
 
 rule allocation_figure:
@@ -49,4 +49,4 @@ rule allocation_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/allocation_figure.py"
+        "../scripts/stage.py"

@@ -15,7 +15,7 @@ rule channel_base:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/channel_samples.py"
+        "../scripts/stage.py"
 
 
 rule channel_run:
@@ -34,7 +34,7 @@ rule channel_run:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/channel_samples.py"
+        "../scripts/stage.py"
 
 
 rule channel_summary:
@@ -59,15 +59,14 @@ rule channel_summary:
         f"{RESULTS}/benchmarks/channel/channel_summary.tsv"
     params:
         runs=RUNS,
-        dials=config["dials"],
+        dials=DIAL_FIELDS,
         group_size=config["train"]["group_size"],
-        max_new_tokens=config["train"]["max_new_tokens"],
         window_fraction=config["decompose"]["window_fraction"],
         reference=config["channel"]["reference"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/channel_summary.py"
+        "../scripts/stage.py"
 
 
 rule channel_figures:
@@ -97,4 +96,4 @@ rule channel_figures:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/channel_figures.py"
+        "../scripts/stage.py"

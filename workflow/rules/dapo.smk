@@ -19,4 +19,4 @@ rule dapo_consistency:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/dapo_consistency.py"
+        "../scripts/stage.py"

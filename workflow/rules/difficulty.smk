@@ -22,4 +22,4 @@ rule difficulty_analysis:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/difficulty_analysis.py"
+        "../scripts/stage.py"

@@ -13,4 +13,4 @@ rule download:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/download.py"
+        "../scripts/stage.py"

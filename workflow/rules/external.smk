@@ -11,7 +11,7 @@ rule import_run:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/import_run.py"
+        "../scripts/stage.py"
 
 
 rule diagnose_run:
@@ -41,7 +41,7 @@ rule diagnose_run:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/diagnose_run.py"
+        "../scripts/stage.py"
 
 
 rule external_figure:
@@ -65,4 +65,4 @@ rule external_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/external_figure.py"
+        "../scripts/stage.py"

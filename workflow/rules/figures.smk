@@ -27,7 +27,7 @@ rule theory_figures:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/theory_figures.py"
+        "../scripts/stage.py"
 
 
 rule difficulty_figure:
@@ -51,7 +51,7 @@ rule difficulty_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/difficulty_figure.py"
+        "../scripts/stage.py"
 
 
 rule simulation_figure:
@@ -75,7 +75,7 @@ rule simulation_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/simulation_figure.py"
+        "../scripts/stage.py"
 
 
 rule dapo_figure:
@@ -93,4 +93,4 @@ rule dapo_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/dapo_figure.py"
+        "../scripts/stage.py"

@@ -23,7 +23,7 @@ rule length_bias:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/length_bias.py"
+        "../scripts/stage.py"
 
 
 rule length_bias_figure:
@@ -46,7 +46,7 @@ rule length_bias_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/length_bias_figure.py"
+        "../scripts/stage.py"
 
 
 rule length_pressure:
@@ -69,13 +69,12 @@ rule length_pressure:
         f"{RESULTS}/benchmarks/length_pressure/train.tsv"
     params:
         runs=RUNS,
-        dials=config["dials"],
-        max_new_tokens=config["train"]["max_new_tokens"],
+        dials=DIAL_FIELDS,
         window_fraction=config["decompose"]["window_fraction"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/length_pressure.py"
+        "../scripts/stage.py"
 
 
 rule length_pressure_external:
@@ -94,7 +93,7 @@ rule length_pressure_external:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/length_pressure_external.py"
+        "../scripts/stage.py"
 
 
 rule length_pressure_figure:
@@ -116,4 +115,4 @@ rule length_pressure_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/length_pressure_figure.py"
+        "../scripts/stage.py"

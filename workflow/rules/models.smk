@@ -12,4 +12,4 @@ rule convert_smollm:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/convert_smollm.py"
+        "../scripts/stage.py"

@@ -15,4 +15,4 @@ rule passrates:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/passrates.py"
+        "../scripts/stage.py"

@@ -21,7 +21,7 @@ rule warm_start:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/warm_start.py"
+        "../scripts/stage.py"
 
 
 rule estimate_pass_rates:
@@ -47,7 +47,7 @@ rule estimate_pass_rates:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/estimate_pass_rates.py"
+        "../scripts/stage.py"
 
 
 rule calibrate_lr:
@@ -69,14 +69,13 @@ rule calibrate_lr:
         model=config["model"]["base"],
         device=config["model"]["device"],
         attn_implementation=config["model"]["attn_implementation"],
-        dial=lambda wildcards: config["dials"][wildcards.dial],
+        arm=lambda wildcards: ARM_FIELDS[wildcards.dial],
         train=train_params,
-        allocation=config["train"]["allocation"],
         pass_rates=config["pass_rates"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/calibrate_lr.py"
+        "../scripts/stage.py"
 
 
 rule train:
@@ -103,13 +102,12 @@ rule train:
         model=config["model"]["base"],
         device=config["model"]["device"],
         attn_implementation=config["model"]["attn_implementation"],
-        dial=lambda wildcards: config["dials"][wildcards.dial],
+        arm=lambda wildcards: ARM_FIELDS[wildcards.dial],
         train=train_params,
-        allocation=config["train"]["allocation"],
         pass_rates=config["pass_rates"],
         seed=lambda wildcards: int(wildcards.seed),
         checkpoint_dir=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.dial}/seed{wildcards.seed}",
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/train.py"
+        "../scripts/stage.py"

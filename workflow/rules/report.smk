@@ -15,7 +15,7 @@ rule decompose_length:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/decompose_length.py"
+        "../scripts/stage.py"
 
 
 rule training_summary:
@@ -50,7 +50,7 @@ rule training_summary:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/training_summary.py"
+        "../scripts/stage.py"
 
 
 rule training_figures:
@@ -76,7 +76,7 @@ rule training_figures:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/training_figures.py"
+        "../scripts/stage.py"
 
 
 rule real_lengths:
@@ -100,7 +100,7 @@ rule real_lengths:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/real_lengths.py"
+        "../scripts/stage.py"
 
 
 rule real_lengths_figure:
@@ -120,7 +120,7 @@ rule real_lengths_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/real_lengths_figure.py"
+        "../scripts/stage.py"
 
 
 rule summary:
@@ -136,4 +136,4 @@ rule summary:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/summary.py"
+        "../scripts/stage.py"

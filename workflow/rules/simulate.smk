@@ -26,4 +26,4 @@ rule simulate:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/simulate.py"
+        "../scripts/stage.py"

@@ -21,7 +21,7 @@ rule theory_tables:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/theory_tables.py"
+        "../scripts/stage.py"
 
 
 rule identity_check:
@@ -38,7 +38,7 @@ rule identity_check:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/identity_check.py"
+        "../scripts/stage.py"
 
 
 rule group_bias:
@@ -54,4 +54,4 @@ rule group_bias:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/group_bias.py"
+        "../scripts/stage.py"

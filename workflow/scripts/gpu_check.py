@@ -189,7 +189,8 @@ def measure(model_dir: str, config: Mapping, device: str) -> dict:
     warms kernels and allocators up). Memory is None off CUDA."""
     import torch
 
-    from grpo_dial.core.advantage import advantages, dial_from_config
+    from grpo_dial.core.advantage import advantages
+    from grpo_dial.core.dial import dial_from_config
     from grpo_dial.data.public import with_public_paths
     from grpo_dial.data.tasks import get_task
     from grpo_dial.policy.model import autocast, load_policy

@@ -16,25 +16,29 @@ pass for awareness; 0.5 = a tail blind to correctness. gap = mean over groups ho
 classes of (mean wrong tail - mean correct tail). auc_checks: the same AUC for the number of
 checks, which unlike characters does not grow with the digits a wrong answer writes.
 
-Prediction (DESIGN.md 1.4): the wrong tails' drift rate is lr E[sigma^(2-alpha)] |Cov(1/|o|, s)|
-under the per-sequence normalizer, 0 under the constant one and small (<= ~0.15 of the sequence
-mean's at G = 8) under a token mean. Relative to GRPO (alpha 1, sequence) an arm's ratio is
-E_p[E[sigma^(2-alpha)]] / E_p[E[sigma]] over the pool's pass rates, 0 for `constant`, and the band
-[0, TOKEN_RATIO_MAX] for `token`. The ratio is for lr x gradient steps; AdamW rescales each
-arm's global gradient size, so under it the ordering (sequence > token > constant = 0) is the
-testable part.
+Prediction (docs/design-notes.md#the-length-bias): the wrong tails' drift rate is
+lr E[sigma^(2-alpha)] |Cov(1/|o|, s)| under the per-sequence normalizer, 0 under the constant
+one and small (<= ~0.15 of the sequence mean's at G = 8) under a token mean. Relative to GRPO
+(alpha 1, sequence) an arm's ratio is E_p[E[sigma^(2-alpha)]] / E_p[E[sigma]] over the pool's
+pass rates, 0 for `constant`, and the band [0, TOKEN_RATIO_MAX] for `token`. The ratio is for
+lr x gradient steps; AdamW rescales each arm's global gradient size, so under it the ordering
+(sequence > token > constant = 0) is the testable part.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_dial.core.theory import expected_sigma
+from grpo_dial.core.dial import Dial
+from grpo_dial.core.theory import expected_sigma, expected_sigma_power
 from grpo_dial.data.tasks.arithmetic_tail import channel, check_values, split_tail
 
-TOKEN_RATIO_MAX = 0.15  # DESIGN.md 1.4: per-group token mean at G = 8, ~15 % of the sequence mean's
+# docs/design-notes.md#the-length-bias: per-group token mean at G = 8, ~15 % of the sequence mean's
+TOKEN_RATIO_MAX = 0.15
 ROW_COLUMNS = (
     "group prompt_id difficulty reward truncated length tail_chars n_checks n_valued disagree "
     "checks_right first_disagree"
@@ -162,15 +166,6 @@ def _mean(x: np.ndarray) -> float:
 # --------------------------------------------------------------------------- prediction
 
 
-def expected_sigma_power(p: np.ndarray, G: int, power: float) -> np.ndarray:
-    """E[sigma^power] over k ~ Binomial(G, p), sigma = sqrt(k(G-k))/G (0^0 taken as 0: a silent
-    group carries no advantage at any alpha)."""
-    k = np.arange(G + 1)  # (G+1,)
-    sig = np.sqrt(k * (G - k)) / G  # (G+1,)
-    pmf = stats.binom.pmf(k[None, :], G, np.asarray(p, dtype=float)[:, None])  # (P, G+1)
-    return (pmf * np.where(sig > 0, sig**power, 0.0)).sum(axis=1)  # (P,)
-
-
 def predicted_ratio(p: np.ndarray, G: int, std_power: float, length_norm: str) -> tuple:
     """(lo, hi) of an arm's wrong-tail drift rate relative to GRPO's (module docstring); NaN for
     lambda-GRPO's weights, which have no closed form (their drift is measured only)."""
@@ -188,6 +183,23 @@ def predicted_ratio(p: np.ndarray, G: int, std_power: float, length_norm: str) -
             f"length_norm={length_norm!r} is not valid; choose sequence, token, constant"
         )
     return ratio, ratio
+
+
+def prediction_table(p: np.ndarray, G: int, dials: Mapping[str, Dial]) -> pd.DataFrame:
+    """One row per arm: its alpha, normalizer and predicted drift ratio to GRPO's (lo, hi)."""
+    rows = []
+    for name, dial in dials.items():
+        lo, hi = predicted_ratio(p, G, dial.std_power, dial.length_norm)
+        rows.append(
+            {
+                "dial": name,
+                "std_power": dial.std_power,
+                "length_norm": dial.length_norm,
+                "ratio_lo": lo,
+                "ratio_hi": hi,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def seed_interval(x: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:

@@ -13,9 +13,10 @@ grpo_dial.core.theory:
                                     form 1/(8 eps p(1-p)), eps = 1 - target
     budget allocation               theory.allocate_budget against G = budget per prompt for all
 
-Bands (DESIGN.md 1.3): ten equal-width deciles [0, 0.1), ..., [0.8, 0.9), [0.9, 1.0] (the last
-closed, so together they partition [0, 1]), and the overlapping "never" (p = 0), "always"
-(p = 1), "extreme" (0 < p < 0.1 or 0.9 < p < 1) and "medium" (0.4 <= p <= 0.6).
+Bands (docs/design-notes.md#reference-numbers): ten equal-width deciles [0, 0.1), ...,
+[0.8, 0.9), [0.9, 1.0] (the last closed, so together they partition [0, 1]), and the
+overlapping "never" (p = 0), "always" (p = 1), "extreme" (0 < p < 0.1 or 0.9 < p < 1) and
+"medium" (0.4 <= p <= 0.6).
 Every output carries a `table` column with the table's name (each row's `source` in the
 pass-rate table says where a prompt comes from; `table` names the whole table).
 

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from grpo_dial.core.advantage import Dial, group_update, preset
+from grpo_dial.core.advantage import group_update
+from grpo_dial.core.dial import Dial, preset
 from grpo_dial.core.theory import group_sigma
 
 

@@ -42,30 +42,21 @@ batch's other groups drawn from the same block for DAPO) is evaluated at each st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from grpo_dial.analysis.arms import LENGTH_BIAS_ARMS, analysis_dial
 from grpo_dial.analysis.length_step import draw_tails, tail_updates
 from grpo_dial.analysis.simulate import SimulationConfig, draw_initial_p
-from grpo_dial.core.advantage import Dial, preset
+from grpo_dial.core.checks import opt as _opt
+from grpo_dial.core.dial import Dial
 from grpo_dial.core.length_drift import correct_tail_mean, tail_drift, wrong_tail_mean
 
-ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence", "lambda_pos", "lambda_neg")
-_ARM_DIAL = {
-    "grpo": ("grpo", {}),
-    "dr_grpo": ("dr_grpo", {}),
-    "dapo": ("dapo", {}),
-    "std_constant": ("grpo", {"length_norm": "constant"}),
-    "nostd_sequence": ("dr_grpo", {"length_norm": "sequence"}),
-    "lambda_pos": ("lambda_grpo", {"lambda_learnable": False, "lambda_value": 1.0}),
-    "lambda_neg": ("lambda_grpo", {"lambda_learnable": False, "lambda_value": -1.0}),
-}
+ARMS = LENGTH_BIAS_ARMS
 
 
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)
@@ -130,17 +121,14 @@ class LengthBiasConfig:
 
 
 def arm_dial(arm: str, config: LengthBiasConfig) -> Dial:
-    """The arm's dial: its preset and override, population std, config eps, rounds and L_max."""
-    if arm not in _ARM_DIAL:
-        raise ValueError(f"unknown arm {arm!r}; valid arms: {', '.join(ARMS)}")
-    name, over = _ARM_DIAL[arm]
-    return replace(
-        preset(name),
+    """The arm's dial (analysis.arms): population std, config eps, rounds and L_max."""
+    return analysis_dial(
+        arm,
+        ARMS,
         std_ddof=0,
         eps=config.eps,
         max_length=config.max_length,
         max_resample_rounds=config.max_resample_rounds,
-        **over,
     )
 
 
@@ -187,10 +175,10 @@ def _predict(
     kw = dict(
         group_size=config.group_size,
         std_power=dial.std_power,
-        normalizer=dial.length_norm,
+        length_norm=dial.length_norm,
         eps=dial.eps,
         silent=dial.silent,
-        resample_rounds=dial.max_resample_rounds,
+        max_resample_rounds=dial.max_resample_rounds,
         scope="batch" if token else "group",
         n_groups=config.groups_per_batch,
         batchmates="population",

@@ -125,7 +125,8 @@ def with_advantages(responses: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         return responses, "logged"
     import torch
 
-    from grpo_dial.core.advantage import Dial, advantages
+    from grpo_dial.core.advantage import advantages
+    from grpo_dial.core.dial import Dial
 
     keys = responses[["step", "group"]].astype(np.int64).to_numpy()
     _, ids = np.unique(keys, axis=0, return_inverse=True)

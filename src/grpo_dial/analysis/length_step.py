@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from torch.func import vmap
 
-from grpo_dial.core.advantage import Dial, advantages, keep_mask, make_aggregator
+from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator
+from grpo_dial.core.dial import Dial
 from grpo_dial.core.token_weights import lambda_factors, unified_weights, weighted_sum
 
 

@@ -36,8 +36,9 @@ Departures from the paper's script, on purpose:
 - common random numbers: every arm gets fresh generators from the same seed, one stream for the
   first round of groups and one for DAPO's redraws, so at step 0 all arms see identical groups and
   the first-round stream never drifts out of step because DAPO drew more.
-- DAPO redraws up to `max_resample_rounds` = 4 times (5 groups at most), as DESIGN.md states; the
-  paper's loop stopped at 4 groups in all, which is `max_resample_rounds=3`.
+- DAPO redraws up to `max_resample_rounds` = 4 times (5 groups at most), as the paper states
+  (docs/design-notes.md#reference-numbers); the paper's loop stopped at 4 groups in all, which
+  is `max_resample_rounds=3`.
 - the extreme-prompt mass is reported twice: at the first step (the paper's measure, on the
   initial population) and over the whole run.
 """
@@ -47,35 +48,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from grpo_dial.analysis.simulate_summary import TARGET_MEAN_P as TARGET_MEAN_P
-from grpo_dial.analysis.simulate_summary import summarize as summarize
-from grpo_dial.core.advantage import Dial, group_update, preset
+from grpo_dial.analysis.arms import SIMULATION_ARMS, analysis_dial
+from grpo_dial.core.advantage import group_update
 from grpo_dial.core.bands import EXTREME_EDGES
+from grpo_dial.core.checks import opt as _opt
+from grpo_dial.core.dial import Dial
 from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
 from grpo_dial.core.theory import expected_signal, silent_rate
 
 log = logging.getLogger("grpo_dial")
 
-ARMS = ("grpo", "dr_grpo", "dapo", "dr_grpo_lr_matched", "hadw", "hadw_prompt")
-_ARM_PRESET = {  # arm -> (preset, fields overridden)
-    "grpo": ("grpo", {}),
-    "dr_grpo": ("dr_grpo", {}),
-    "dapo": ("dapo", {}),
-    "dr_grpo_lr_matched": ("dr_grpo", {}),
-    "hadw": ("hadw_grpo", {}),
-    "hadw_prompt": ("hadw_grpo", {"anchor": "prompt"}),
-}
+ARMS = SIMULATION_ARMS
 
 
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)
@@ -144,17 +136,10 @@ class SimulationConfig:
 
 
 def arm_dial(arm: str, config: SimulationConfig) -> Dial:
-    """The arm's preset (and override) with the population std, config.eps and
+    """The arm's dial (analysis.arms) with the population std, config.eps and
     config.max_resample_rounds."""
-    if arm not in _ARM_PRESET:
-        raise ValueError(f"unknown arm {arm!r}; valid arms: {', '.join(ARMS)}")
-    name, over = _ARM_PRESET[arm]
-    return replace(
-        preset(name),
-        std_ddof=0,
-        eps=config.eps,
-        max_resample_rounds=config.max_resample_rounds,
-        **over,
+    return analysis_dial(
+        arm, ARMS, std_ddof=0, eps=config.eps, max_resample_rounds=config.max_resample_rounds
     )
 
 

@@ -47,24 +47,17 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from grpo_dial.core.dial import ANCHOR_CHOICES as ANCHOR_CHOICES
-from grpo_dial.core.dial import LENGTH_NORM_CHOICES as LENGTH_NORM_CHOICES
-from grpo_dial.core.dial import PRESETS as PRESETS
-from grpo_dial.core.dial import SILENT_CHOICES as SILENT_CHOICES
-from grpo_dial.core.dial import Dial as Dial
-from grpo_dial.core.dial import _check_choice
-from grpo_dial.core.dial import dial_from_config as dial_from_config
-from grpo_dial.core.dial import preset as preset
-from grpo_dial.core.token_weights import LAMBDA_H_FLOOR as LAMBDA_H_FLOOR
-from grpo_dial.core.token_weights import _check_mask
-from grpo_dial.core.token_weights import constant_weights as constant_weights
-from grpo_dial.core.token_weights import lambda_factors as lambda_factors
-from grpo_dial.core.token_weights import lambda_objective as lambda_objective
-from grpo_dial.core.token_weights import lambda_weights as lambda_weights
-from grpo_dial.core.token_weights import sequence_weights as sequence_weights
-from grpo_dial.core.token_weights import token_weights as token_weights
-from grpo_dial.core.token_weights import unified_weights as unified_weights
-from grpo_dial.core.token_weights import weighted_sum as weighted_sum
+from grpo_dial.core.checks import check_choice
+from grpo_dial.core.dial import Dial
+from grpo_dial.core.estimators import ESTIMATORS, active_estimators
+from grpo_dial.core.std_factor import std_factor
+from grpo_dial.core.token_weights import (
+    _check_mask,
+    constant_weights,
+    sequence_weights,
+    token_weights,
+    weighted_sum,
+)
 
 
 class GroupStats(NamedTuple):
@@ -84,7 +77,7 @@ def _float(rewards: Tensor) -> Tensor:
 
 def group_stats(rewards: Tensor, group_ids: Tensor, ddof: int = 0) -> GroupStats:
     """k = sum r_i, mean = k/G, sigma = sqrt(sum_i (r_i - mean)^2 / max(G - ddof, 1)) per group."""
-    _check_choice("ddof", ddof, (0, 1))
+    check_choice("ddof", ddof, (0, 1))
     if rewards.ndim != 1 or group_ids.shape != rewards.shape:
         raise ValueError(
             f"rewards and group_ids must be 1-D of equal length, got shapes "
@@ -124,64 +117,45 @@ def silent_mask(rewards: Tensor, group_ids: Tensor) -> Tensor:
 
 
 def _advantages(r: Tensor, stats: GroupStats, dial: Dial) -> Tensor:
-    scale = (stats.sigma + dial.eps) ** dial.std_power  # (M,)
     # sigma + eps is 0 for silent groups at eps=0; group_stats makes their numerator exactly 0
     # (mean is the common value), so dividing by 1 gives the documented A = 0, not 0/0.
-    scale = torch.where(scale > 0, scale, 1.0)  # (M,)
+    scale = std_factor(stats.sigma, dial.eps, dial.std_power)  # (M,)
     return (r - stats.mean[stats.index]) / scale[stats.index]  # (N,)
-
-
-def _stratified(r: Tensor, stats: GroupStats, strata: Tensor | None, dial: Dial) -> Tensor:
-    """(N,) A_i computed within the stratum of i's group (every other setting as the dial's)."""
-    if strata is None or strata.shape != r.shape or strata.is_floating_point():
-        raise ValueError(
-            f"dial.strata={dial.strata!r} needs an integer stratum per response (N,) = "
-            f"{tuple(r.shape)}, got {None if strata is None else tuple(strata.shape)}"
-        )
-    pairs = torch.stack([stats.index, strata.to(stats.index)])  # (2, N)
-    cell = torch.unique(pairs, dim=1, return_inverse=True)[1]  # (N,) (group, stratum) number
-    return _advantages(r, group_stats(r, cell, dial.std_ddof), dial)
-
-
-def hadw_weights(adv: Tensor, p_hat: Tensor, anchor: Tensor, scale: float = 1.0) -> Tensor:
-    """(N,) HA-DW's Phi_i = scale exp(D_i M) = scale exp(-sgn(A_i) (p_hat_i - C_i)), with
-    D_i = -sgn(A_i) sgn(p_hat - C), M = |p_hat - C| (arXiv 2601.08521 as TRL PR #4872 states
-    it): on a prompt harder than the anchor (p_hat < C) positive advantages grow by e^M and
-    negative ones shrink by e^-M; on an easier one the reverse. p_hat, C: (N,) per response."""
-    return scale * torch.exp(-torch.sign(adv) * (p_hat - anchor))
 
 
 def advantages(
     rewards: Tensor,
     group_ids: Tensor,
     dial: Dial,
-    *,
-    strata: Tensor | None = None,
-    anchor: Tensor | float | None = None,
+    **context: Tensor | float | None,
 ) -> Tensor:
     """(N,) the dial's advantage of every response; 0 in silent/singleton groups (and cells):
 
         A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power                       (group)
+
+    then each registered advantage estimator the dial uses (core.estimators, in order):
         A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the same within i's stratum    (dial.strata)
         A_i <- Phi_i A_i, Phi_i = s exp(-sgn(A_i)(p_hat_g - C_g))                  (dial.anchor)
 
-    strata: (N,) integer stratum of each response, needed when dial.strata is set. anchor: the
-    difficulty anchor C, a float or (M,) per group (groups in sorted order of their ids), needed
-    when dial.anchor is not 'none'; p_hat_g = mean_g, the group's accuracy."""
+    context: what those estimators need (`Estimator.needs`): strata, (N,) integer stratum of
+    each response; anchor, the difficulty anchor C, a float or (M,) per group (groups in
+    sorted order of their ids); p_hat_g = mean_g, the group's accuracy."""
+    valid = {need for e in ESTIMATORS.values() for need in e.needs}  # what any may need
+    unknown = sorted(set(context) - valid)
+    if unknown:
+        raise ValueError(
+            f"unknown advantage context {unknown[0]!r}; valid: {', '.join(sorted(valid))}"
+        )
     stats = group_stats(rewards, group_ids, dial.std_ddof)
     r = _float(rewards)  # (N,)
     adv = _advantages(r, stats, dial)  # (N,)
-    if dial.strata is not None:
-        beta = dial.strata_blend
-        adv = beta * _stratified(r, stats, strata, dial) + (1 - beta) * adv
-    if dial.anchor != "none":
-        if anchor is None:
-            raise ValueError(f"dial.anchor={dial.anchor!r} needs the difficulty anchor C")
-        c = torch.as_tensor(anchor, dtype=r.dtype, device=r.device)
-        if c.ndim == 1 and c.shape != stats.mean.shape:
-            raise ValueError(f"anchor must be a float or (M,) = {tuple(stats.mean.shape)}")
-        c = c[stats.index] if c.ndim == 1 else c.expand_as(r)  # (N,)
-        adv = adv * hadw_weights(adv, stats.mean[stats.index], c, dial.anchor_scale)
+
+    def regroup(cell: Tensor) -> Tensor:  # the group formula over a finer grouping of the batch
+        return _advantages(r, group_stats(r, cell, dial.std_ddof), dial)
+
+    for estimator in active_estimators(dial, "advantage"):  # registration order
+        needs = {key: context.get(key) for key in estimator.needs}
+        adv = estimator.function(adv, stats, dial, regroup, **needs)
     return adv
 
 
@@ -255,13 +229,9 @@ def make_token_weights(dial: Dial) -> TokenWeights:
     weighted sum is its aggregation, chosen once per run; compute them on the whole batch, then
     sum any split of its rows. Only lambda-GRPO reads group_ids and lam (None: lambda_value)."""
     norm = dial.length_norm
-    if norm == "lambda":
-
-        def weights(mask: Tensor, group_ids: Tensor | None = None, lam=None) -> Tensor:
-            value = dial.lambda_value if lam is None else float(torch.as_tensor(lam).detach())
-            return lambda_weights(mask, group_ids, value, dial.lambda_r)
-
-        return weights
+    weighted = active_estimators(dial, "weights")  # a registered normalizer (lambda-GRPO)
+    if weighted:
+        return weighted[0].function(dial)
     plain = {
         "sequence": sequence_weights,
         "token": token_weights,

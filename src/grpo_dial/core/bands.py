@@ -1,4 +1,5 @@
-"""Pass-rate bands of a prompt, by its base pass rate p (DESIGN.md 1.3); numpy only.
+"""Pass-rate bands of a prompt, by its base pass rate p; numpy only
+(docs/design-notes.md#reference-numbers).
 
     never    p = 0
     extreme  0 < p < 0.1  or  0.9 < p < 1

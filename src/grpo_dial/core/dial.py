@@ -12,18 +12,25 @@ only holds and checks them, plus the named presets. Unknown names raise and list
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, fields, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, NamedTuple
+
+from grpo_dial.core.checks import (
+    check_at_least,
+    check_choice,
+    check_int,
+    check_positive,
+    check_real,
+    is_real,
+)
+from grpo_dial.core.checks import opt as _opt
+from grpo_dial.core.estimators import ESTIMATORS
 
 SILENT_CHOICES = ("keep", "drop")
 LENGTH_NORM_CHOICES = ("sequence", "token", "constant", "lambda")
 ANCHOR_CHOICES = ("none", "batch", "prompt")
-
-
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)
@@ -134,72 +141,64 @@ class Dial:
     )
 
     def __post_init__(self) -> None:
-        _check_real("std_power", self.std_power, 0.0, 1.0)
-        _check_choice("std_ddof", self.std_ddof, (0, 1))
-        _check_real("eps", self.eps, 0.0, math.inf, high_open=True)
-        _check_choice("silent", self.silent, SILENT_CHOICES)
-        _check_int("max_resample_rounds", self.max_resample_rounds, 0)
-        _check_choice("length_norm", self.length_norm, LENGTH_NORM_CHOICES)
+        check_real("std_power", self.std_power, 0.0, 1.0)
+        check_choice("std_ddof", self.std_ddof, (0, 1))
+        check_real("eps", self.eps, 0.0, math.inf, high_open=True)
+        check_choice("silent", self.silent, SILENT_CHOICES)
+        check_int("max_resample_rounds", self.max_resample_rounds, 0)
+        check_choice("length_norm", self.length_norm, LENGTH_NORM_CHOICES)
         if self.max_length is not None:
-            _check_int("max_length", self.max_length, 1)
-        _check_real("clip_low", self.clip_low, 0.0, 1.0, high_open=True)
-        _check_real("clip_high", self.clip_high, 0.0, math.inf)
-        _check_real("lambda_value", self.lambda_value, -math.inf, math.inf, high_open=True)
-        _check_choice("lambda_learnable", self.lambda_learnable, (False, True))
-        _check_positive("lambda_r", self.lambda_r)
-        _check_positive("lambda_lr", self.lambda_lr)
+            check_int("max_length", self.max_length, 1)
+        check_real("clip_low", self.clip_low, 0.0, 1.0, high_open=True)
+        check_real("clip_high", self.clip_high, 0.0, math.inf)
+        check_real("lambda_value", self.lambda_value, -math.inf, math.inf, high_open=True)
+        check_choice("lambda_learnable", self.lambda_learnable, (False, True))
+        check_positive("lambda_r", self.lambda_r)
+        check_positive("lambda_lr", self.lambda_lr)
         if self.lambda_learnable and self.length_norm != "lambda":
             raise ValueError("lambda_learnable needs length_norm='lambda'")
         if self.strata is not None and (not isinstance(self.strata, str) or not self.strata):
             raise ValueError(f"strata must be a stratum key (a name) or None, got {self.strata!r}")
-        _check_real("strata_blend", self.strata_blend, 0.0, 1.0)
-        _check_choice("anchor", self.anchor, ANCHOR_CHOICES)
+        check_real("strata_blend", self.strata_blend, 0.0, 1.0)
+        check_choice("anchor", self.anchor, ANCHOR_CHOICES)
         if isinstance(self.anchor_rate, bool) or not (
             isinstance(self.anchor_rate, int | float) and 0 < self.anchor_rate <= 1
         ):
             raise ValueError(f"anchor_rate must be in (0, 1], got {self.anchor_rate!r}")
-        _check_positive("anchor_scale", self.anchor_scale)
-        _check_int("anchor_window", self.anchor_window, 2)
+        check_positive("anchor_scale", self.anchor_scale)
+        check_int("anchor_window", self.anchor_window, 2)
 
 
-def _check_real(name: str, v: object, lo: float, hi: float, high_open: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
-        raise ValueError(f"{name} must be a number, got {v!r} ({type(v).__name__})")
-    if not (lo <= v < hi if high_open else lo <= v <= hi):
-        raise ValueError(f"{name} must be in [{lo}, {hi}{')' if high_open else ']'}, got {v!r}")
+class _Presets(Mapping):
+    """Recipe name -> its Dial: GRPO, Dr. GRPO and DAPO, then the recipe of every registered
+    estimator that names one (core.estimators), read live so a new estimator's recipe is here."""
+
+    # Presets leave max_length None because L_max is a generation setting; set it for dr_grpo.
+    BASE: Mapping[str, Mapping[str, object]] = MappingProxyType({
+        "grpo": {},
+        "dr_grpo": {"std_power": 0.0, "length_norm": "constant"},
+        "dapo": {"silent": "drop", "length_norm": "token", "clip_high": 0.28},
+    })  # fmt: skip
+
+    def _fields(self) -> dict[str, Mapping[str, object]]:
+        registered = {n: e.preset for n, e in ESTIMATORS.items() if e.preset is not None}
+        return {**self.BASE, **registered}
+
+    def __getitem__(self, name: str) -> Dial:
+        return Dial(**self._fields()[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields())
+
+    def __len__(self) -> int:
+        return len(self._fields())
 
 
-def _check_positive(name: str, v: object) -> None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
-        raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-
-
-def _check_int(name: str, v: object, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
-
-def _check_choice(name: str, v: object, choices: tuple) -> None:
-    if v not in choices or type(v) not in {type(c) for c in choices}:
-        raise ValueError(
-            f"{name}={v!r} is not valid; choose one of {', '.join(map(repr, choices))}"
-        )
-
-
-# Presets leave max_length None because L_max is a generation setting; set it for dr_grpo.
-# The three fixes beyond GRPO / Dr. GRPO / DAPO start from GRPO's std factor: lambda-GRPO with
-# a learnable lambda from 0 (DAPO's token mean), Stratified GRPO on the truncated / finished
-# split that every task has, blended half and half, and HA-DW on the paper's batch anchor.
-PRESETS: Mapping[str, Dial] = MappingProxyType(
-    {
-        "grpo": Dial(),
-        "dr_grpo": Dial(std_power=0.0, length_norm="constant"),
-        "dapo": Dial(silent="drop", length_norm="token", clip_high=0.28),
-        "lambda_grpo": Dial(length_norm="lambda", lambda_learnable=True),
-        "stratified_grpo": Dial(strata="truncated", strata_blend=0.5),
-        "hadw_grpo": Dial(anchor="batch"),
-    }
-)
+# The three fixes beyond GRPO / Dr. GRPO / DAPO start from GRPO's std factor (their recipes are
+# registered with them): lambda-GRPO with a learnable lambda from 0 (DAPO's token mean),
+# Stratified GRPO on the truncated / finished split every task has, blended half and half, and
+# HA-DW on the paper's batch anchor.
+PRESETS: Mapping[str, Dial] = _Presets()
 
 
 def preset(name: str) -> Dial:
@@ -210,12 +209,130 @@ def preset(name: str) -> Dial:
 
 
 def dial_from_config(cfg: Mapping) -> Dial:
-    """{"preset": name, field: value, ...} -> the preset (default Dial()) with fields overridden."""
-    if not isinstance(cfg, Mapping):
-        raise ValueError(f"dial config must be a mapping, got {type(cfg).__name__}")
-    valid = ["preset"] + [f.name for f in fields(Dial)]
-    for key in cfg:
-        if key not in valid:
-            raise ValueError(f"unknown dial config key {key!r}; valid keys: {', '.join(valid)}")
+    """{"preset": name, field: value, ...} -> the preset (default Dial()) with fields overridden;
+    a mapping with keys of an arm's allocation too goes through read_arm instead."""
+    _check_keys(cfg, DIAL_KEYS)
+    return _dial(cfg)
+
+
+def _check_keys(spec: Mapping, valid: tuple[str, ...]) -> None:
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"a dial entry must be a mapping, got {type(spec).__name__}")
+    unknown = [k for k in spec if k not in valid]
+    if unknown:
+        raise ValueError(f"unknown dial key {unknown[0]!r}; valid keys: {', '.join(valid)}")
+
+
+def _dial(cfg: Mapping, max_new_tokens: int | None = None) -> Dial:
+    """The preset with the entry's fields overridden, built (and range-checked) once."""
     base = preset(cfg["preset"]) if "preset" in cfg else Dial()
-    return replace(base, **{k: v for k, v in cfg.items() if k != "preset"})
+    over = {k: v for k, v in cfg.items() if k in DIAL_KEYS and k != "preset"}
+    constant = over.get("length_norm", base.length_norm) == "constant"
+    if constant and over.get("max_length", base.max_length) is None and max_new_tokens is not None:
+        over["max_length"] = int(max_new_tokens)
+    return replace(base, **over)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """How many responses each prompt of a batch gets (grpo_dial.train.allocation)."""
+
+    scheme: Literal["uniform", "adaptive"] = _opt(
+        "uniform",
+        "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
+        "the closed forms on running pass-rate estimates (a dial's `group_size: adaptive`).",
+    )
+    signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
+        "grpo",
+        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
+        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
+    )
+    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
+    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
+    unanimous: Literal["skip", "minimum"] = _opt(
+        "minimum",
+        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
+        "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
+    )
+    prior_strength: float = _opt(
+        8.0,
+        "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
+        "(at most the table's n).",
+    )
+    decay: float = _opt(
+        0.8,
+        "Running estimate: old counts are multiplied by this at each visit of the prompt "
+        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
+    )
+
+    def __post_init__(self) -> None:
+        choices = {
+            "scheme": ("uniform", "adaptive"),
+            "signal": ("grpo", "dr_grpo", "nonsilent"),
+            "unanimous": ("skip", "minimum"),
+        }
+        for name, options in choices.items():
+            check_choice(name, getattr(self, name), options)
+        check_int("g_min", self.g_min, 1)
+        check_int("g_max", self.g_max, self.g_min)
+        check_at_least("prior_strength", self.prior_strength, 0.0)
+        if not (is_real(self.decay) and 0 < self.decay <= 1):
+            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
+
+
+DIAL_KEYS = ("preset", *(f.name for f in fields(Dial)))
+ALLOCATION_KEYS = ("group_size", "allocation")  # an arm's keys that are not the dial's
+SETTING_KEYS = tuple(f.name for f in fields(Allocation) if f.name != "scheme")
+
+
+class Arm(NamedTuple):
+    """One `dials.<name>` entry, resolved: the estimator's Dial and the sample Allocation."""
+
+    dial: Dial
+    allocation: Allocation
+
+
+def _settings(settings: Mapping | None, where: str) -> dict:
+    """An allocation mapping checked against SETTING_KEYS."""
+    settings = dict(settings or {})
+    unknown = [k for k in settings if k not in SETTING_KEYS]
+    if unknown:
+        raise ValueError(
+            f"unknown {where} key {unknown[0]!r}; valid keys: {', '.join(SETTING_KEYS)}"
+        )
+    return settings
+
+
+def read_arm(
+    spec: Mapping, defaults: Mapping | None = None, *, max_new_tokens: int | None = None
+) -> Arm:
+    """The Arm of one `dials.<name>` entry, every key checked here; `defaults` is
+    `train.allocation`. An entry is a dial (a preset plus any Dial field) and, beside it, how
+    the arm spreads its samples over prompts:
+
+        grpo:          {preset: grpo}
+        grpo_adaptive: {preset: grpo, group_size: adaptive, allocation: {g_max: 8}}
+
+    `group_size` (uniform | adaptive) is Allocation.scheme; `allocation` overrides `defaults` key
+    by key. A dial with Dr. GRPO's constant normalizer and no max_length divides by
+    max_new_tokens (the generation limit, TRL's max_completion_length) when it is given."""
+    _check_keys(spec, (*DIAL_KEYS, *ALLOCATION_KEYS))
+    dial = _dial(spec, max_new_tokens)
+    allocation = Allocation(
+        scheme=spec.get("group_size", "uniform"),
+        **{
+            **_settings(defaults, "train.allocation"),
+            **_settings(spec.get("allocation"), "dial allocation"),
+        },
+    )
+    return Arm(dial, allocation)
+
+
+def arm_fields(arm: Arm) -> dict:
+    """The resolved fields a job rebuilds its Arm from (`arm_from_fields`), plain values only."""
+    return {"dial": asdict(arm.dial), "allocation": asdict(arm.allocation)}
+
+
+def arm_from_fields(resolved: Mapping) -> Arm:
+    """An Arm from `arm_fields`: each dataclass runs its own checks once, nothing is re-read."""
+    return Arm(Dial(**resolved["dial"]), Allocation(**resolved["allocation"]))

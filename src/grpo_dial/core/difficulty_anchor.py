@@ -10,7 +10,7 @@ with sigma_t the population std of the last m batch accuracies y_{t-m+1..t}: the
 faster while the accuracy moves and holds while it is stable (the paper's "adaptive forgetting";
 TRL PR #4872 writes eta_t = eta sigma_t). Our reading of sigma_t, stated because the paper's
 description leaves the window open: m = dial.anchor_window, the batch accuracies themselves.
-The reweighting Phi that uses C is grpo_dial.core.advantage.hadw_weights. Pure functions on
+The reweighting Phi that uses C is grpo_dial.core.estimators.hadw_weights. Pure functions on
 floats: the trainer keeps the state and stores it in its checkpoint.
 """
 

@@ -59,6 +59,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import comb, hyp2f1
 
+from grpo_dial.core.checks import check_int
+from grpo_dial.core.std_factor import std_factor
+
 NORMALIZERS = ("sequence", "constant", "token")
 SCOPES = ("group", "batch")
 SILENT = ("keep", "drop")
@@ -105,12 +108,6 @@ def _unit(x: ArrayLike, name: str) -> np.ndarray:
     if ((a < 0) | (a > 1)).any():
         raise ValueError(f"{name} must lie in [0, 1], got min {a.min()} max {a.max()}")
     return a
-
-
-def _int(v: object, name: str, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
 
 
 def _choice(v: object, options: tuple[str, ...], name: str) -> str:
@@ -171,8 +168,7 @@ def _advantage_pair(G: int, alpha: float, ddof: int, eps: float) -> tuple[np.nda
     """(G+1,) advantages of a correct and a wrong response in a group with k correct."""
     k = np.arange(G + 1, dtype=float)
     sd = np.sqrt(k * (G - k) / G / max(G - ddof, 1))
-    scale = (sd + eps) ** alpha
-    scale = np.where(scale > 0, scale, 1.0)  # silent: numerator 0 (as advantage.py)
+    scale = std_factor(sd, eps, alpha)  # silent: numerator 0, so 0 (as core.advantage)
     silent = (k == 0) | (k == G)
     plus = np.where(silent, 0.0, (1 - k / G) / scale)
     minus = np.where(silent, 0.0, -(k / G) / scale)
@@ -186,18 +182,18 @@ def sigma_moment(
     ddof: int = 0,
     eps: float = 0.0,
     silent: str = "keep",
-    resample_rounds: int = 0,
+    max_resample_rounds: int = 0,
 ) -> np.ndarray:
     """Sigma = E[sigma^2 / (sigma_d + eps)^alpha] over the final k (E[sigma^(2-alpha)] at ddof 0,
     eps 0); with silent='drop' the k distribution after up to R redraws of a silent group."""
     p = _unit(p, "p")
-    G = _int(group_size, "group_size", 1)
-    plus, _ = _advantage_pair(G, _alpha(std_power), _int(ddof, "ddof", 0), _eps(eps))
+    G = check_int("group_size", group_size, 1)
+    plus, _ = _advantage_pair(G, _alpha(std_power), check_int("ddof", ddof, 0), _eps(eps))
     pk, _ = _k_weights(
         p.reshape(-1),
         G,
         _choice(silent, SILENT, "silent"),
-        _int(resample_rounds, "resample_rounds", 0),
+        check_int("max_resample_rounds", max_resample_rounds, 0),
     )
     k = np.arange(G + 1)
     return (pk @ (k * plus / G)).reshape(p.shape)  # k A_+ / G = sigma^2 / scale
@@ -277,14 +273,14 @@ def tail_drift(
     core_length: ArrayLike,
     group_size: int,
     std_power: float = 1.0,
-    normalizer: str = "sequence",
+    length_norm: str = "sequence",
     awareness: ArrayLike = 1.0,
     scope: str = "group",
     n_groups: int = 1,
     ddof: int = 0,
     eps: float = 0.0,
     silent: str = "keep",
-    resample_rounds: int = 0,
+    max_resample_rounds: int = 0,
     batchmates: str = "self",
 ) -> TailDrift:
     """E[u_w], E[u_c]: expected per-group update of theta_w and theta_c before the learning rate
@@ -301,17 +297,18 @@ def tail_drift(
     )
     shape = arrays[0].shape
     p, qw, qc, c, a = (x.reshape(-1).astype(float) for x in arrays)
-    G = _int(group_size, "group_size", 1)
+    G = check_int("group_size", group_size, 1)
     alpha, eps = _alpha(std_power), _eps(eps)
-    ddof, rounds = _int(ddof, "ddof", 0), _int(resample_rounds, "resample_rounds", 0)
-    normalizer = _choice(normalizer, NORMALIZERS, "normalizer")
+    ddof = check_int("ddof", ddof, 0)
+    rounds = check_int("max_resample_rounds", max_resample_rounds, 0)
+    length_norm = _choice(length_norm, NORMALIZERS, "length_norm")
     batchmates = _choice(batchmates, BATCHMATES, "batchmates")
     scope, silent = _choice(scope, SCOPES, "scope"), _choice(silent, SILENT, "silent")
-    m = _int(n_groups, "n_groups", 1) if scope == "batch" else 1
-    if normalizer == "constant":
+    m = check_int("n_groups", n_groups, 1) if scope == "batch" else 1
+    if length_norm == "constant":
         zero = np.zeros(shape)
         return TailDrift(zero, zero.copy())
-    if normalizer == "sequence":
+    if length_norm == "sequence":
         sig = sigma_moment(p, G, alpha, ddof, eps, silent, rounds)
         hw, hc = inverse_length_covariance(qw, c), inverse_length_covariance(qc, c)
         return TailDrift((-a * sig * hw).reshape(shape), (a * sig * hc).reshape(shape))

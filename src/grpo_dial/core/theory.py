@@ -58,7 +58,7 @@ def _open_unit(x: ArrayLike, name: str) -> np.ndarray:
     return a
 
 
-def _int(x: ArrayLike, name: str, lo: int = 1) -> np.ndarray:
+def _int_array(x: ArrayLike, name: str, lo: int = 1) -> np.ndarray:
     a = _float(x, name)
     if not np.isfinite(a).all() or (a != np.round(a)).any() or (a < lo).any():
         raise ValueError(f"{name} must be integers >= {lo}, got {x!r}")
@@ -77,7 +77,7 @@ def _interior(p: np.ndarray) -> np.ndarray:
 
 def group_sigma(k: ArrayLike, G: ArrayLike) -> np.ndarray:
     """Population std of a 0/1 group with k correct out of G: sigma = sqrt(k(G-k))/G."""
-    k, G = np.broadcast_arrays(_int(k, "k", lo=0), _int(G, "G"))
+    k, G = np.broadcast_arrays(_int_array(k, "k", lo=0), _int_array(G, "G"))
     if (k > G).any():
         raise ValueError("k must not exceed G")
     return np.sqrt(k * (G - k)) / G
@@ -85,7 +85,7 @@ def group_sigma(k: ArrayLike, G: ArrayLike) -> np.ndarray:
 
 def silent_rate_split(p: ArrayLike, G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Silent-group rates split by kind: (all correct p^G, all wrong (1-p)^G)."""
-    p, G = np.broadcast_arrays(_prob(p), _int(G, "G"))
+    p, G = np.broadcast_arrays(_prob(p), _int_array(G, "G"))
     return p**G, (1 - p) ** G
 
 
@@ -109,7 +109,7 @@ def silent_rate_without_replacement_split(
     """(all correct, all wrong) rates of G drawn without replacement from n rollouts, c correct:
     C(c,G) / C(n,G) and C(n-c,G) / C(n,G), with log-gamma (relative error ~1e-13). Also the
     unbiased estimates of p^G and (1-p)^G from c successes in n Bernoulli(p) trials."""
-    c, n, G = np.broadcast_arrays(_int(c, "c", lo=0), _int(n, "n"), _int(G, "G"))
+    c, n, G = np.broadcast_arrays(_int_array(c, "c", lo=0), _int_array(n, "n"), _int_array(G, "G"))
     if (c > n).any():
         raise ValueError("c (correct rollouts) must not exceed n (logged rollouts)")
     if (G > n).any():
@@ -150,8 +150,18 @@ def _expected_sigma(p: np.ndarray, G: np.ndarray) -> np.ndarray:
 
 def expected_sigma(p: ArrayLike, G: ArrayLike) -> np.ndarray:
     """E[sigma] = (1/G) sum_{k=1}^{G-1} C(G,k) p^k (1-p)^(G-k) sqrt(k(G-k)), exact for finite G."""
-    p, G = np.broadcast_arrays(_prob(p), _int(G, "G"))
+    p, G = np.broadcast_arrays(_prob(p), _int_array(G, "G"))
     return _expected_sigma(p.ravel(), G.ravel()).reshape(p.shape)
+
+
+def expected_sigma_power(p: np.ndarray, G: int, power: float) -> np.ndarray:
+    """E[sigma^power] over k ~ Binomial(G, p), sigma = sqrt(k(G-k))/G (0^0 taken as 0: a silent
+    group carries no advantage at any alpha). With power = 2 - alpha, the mean size of a
+    group's update under the identity: the dial's step on one prompt."""
+    k = np.arange(G + 1)  # (G+1,)
+    sig = np.sqrt(k * (G - k)) / G  # (G+1,)
+    pmf = binom.pmf(k[None, :], G, np.asarray(p, dtype=float)[:, None])  # (P, G+1)
+    return (pmf * np.where(sig > 0, sig**power, 0.0)).sum(axis=1)  # (P,)
 
 
 def _fidelity(p: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -164,13 +174,13 @@ def fidelity(p: ArrayLike, G: ArrayLike) -> np.ndarray:
 
     Defined as 0 at p in {0, 1}, where every group is silent (numerator and denominator vanish).
     """
-    p, G = np.broadcast_arrays(_prob(p), _int(G, "G"))
+    p, G = np.broadcast_arrays(_prob(p), _int_array(G, "G"))
     return _fidelity(p.ravel(), G.ravel()).reshape(p.shape)
 
 
 def fidelity_expansion(p: ArrayLike, G: ArrayLike) -> np.ndarray:
     """Large-G expansion phi ~ 1 - 1/(8 G p(1-p)); -inf at p in {0, 1}, where it diverges."""
-    p, G = np.broadcast_arrays(_prob(p), _int(G, "G"))
+    p, G = np.broadcast_arrays(_prob(p), _int_array(G, "G"))
     with np.errstate(divide="ignore"):
         return 1 - 1 / (8 * G * p * (1 - p))
 
@@ -231,7 +241,7 @@ def group_size_exact(p: ArrayLike, eps: ArrayLike, g_max: int = 100_000) -> np.n
     Returns int64; -1 if no G <= g_max qualifies, which includes p in {0, 1} (phi = 0 for every G).
     """
     p, eps = np.broadcast_arrays(_prob(p), _open_unit(eps, "eps"))
-    g_max = int(_int(g_max, "g_max"))
+    g_max = int(_int_array(g_max, "g_max"))
     pf, target = p.ravel(), 1 - eps.ravel()
 
     def reached(idx: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -247,7 +257,7 @@ def group_size_for_silent_rate(p: ArrayLike, delta: ArrayLike, g_max: int = 100_
     Returns int64; -1 if no G <= g_max qualifies, which includes p in {0, 1} (always silent).
     """
     p, delta = np.broadcast_arrays(_prob(p), _open_unit(delta, "delta"))
-    g_max = int(_int(g_max, "g_max"))
+    g_max = int(_int_array(g_max, "g_max"))
     pf, df = p.ravel(), delta.ravel()
 
     def reached(idx: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -310,7 +320,7 @@ def expected_signal(p: ArrayLike, G: ArrayLike, signal: str) -> np.ndarray:
     "grpo": E[sigma](p, G); "dr_grpo": E[sigma^2] = p(1-p)(1 - 1/G); "nonsilent": 1 - p^G - (1-p)^G.
     """
     _choice(signal, SIGNALS, "signal")
-    p, G = np.broadcast_arrays(_prob(p), _int(G, "G", lo=0))
+    p, G = np.broadcast_arrays(_prob(p), _int_array(G, "G", lo=0))
     pf, Gf = p.ravel(), np.maximum(G.ravel(), 1)  # G = 0 is evaluated at 1, then zeroed
     if signal == "grpo":
         out = _expected_sigma(pf, Gf)
@@ -346,8 +356,8 @@ def allocate_budget(
     p = _prob(p)
     if p.ndim != 1:
         raise ValueError(f"p must be 1-D (one pass rate per prompt), got shape {p.shape}")
-    budget = int(_int(budget, "budget", lo=0))
-    g_min, g_max = int(_int(g_min, "g_min")), int(_int(g_max, "g_max"))
+    budget = int(_int_array(budget, "budget", lo=0))
+    g_min, g_max = int(_int_array(g_min, "g_min")), int(_int_array(g_max, "g_max"))
     if g_max < g_min:
         raise ValueError(f"g_max ({g_max}) must be >= g_min ({g_min})")
     uniq, inv = np.unique(p, return_inverse=True)  # pass rates repeat a lot (k/n solve rates)

@@ -26,6 +26,7 @@ them as NaN and `warnings` says why.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -242,3 +243,26 @@ def run_summary(
     return pd.DataFrame(
         {"metric": list(SUMMARY_METRICS), "value": [values[m] for m in SUMMARY_METRICS]}
     )
+
+
+def diagnose(responses: pd.DataFrame, name: str, params: Mapping) -> dict[str, pd.DataFrame]:
+    """Every diagnosis table of one imported run (params: window_fraction, n_boot, seed,
+    fidelity)."""
+    from grpo_dial.analysis import decompose as d
+    from grpo_dial.analysis import difficulty
+
+    silent = silent_by_step(responses)
+    table = run_passrates(responses, name)
+    before, after = d.windows(responses["step"].unique(), fraction=params["window_fraction"])
+    terms = d.decompose_with_intervals(
+        responses, before, after, n_boot=params["n_boot"], seed=params["seed"]
+    )
+    return {
+        "silent": silent,
+        "passrates": table,
+        "recommended_g": difficulty.recommended_group_size(table, name,
+                                                           fidelity=params["fidelity"]),
+        "terms": terms,
+        "curves": d.length_curves(responses),
+        "summary": run_summary(responses, silent, terms, fraction=params["window_fraction"]),
+    }  # fmt: skip

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import RECIPE_COLORS, label, theme
+from grpo_dial.figures import COLORS, label, theme
 
 
 def _share(mass: pd.DataFrame, band_prefix: str, recipe: str) -> float:
@@ -41,7 +41,7 @@ def difficulty_figure(
     deciles = mass[mass["band"].str.startswith("decile")].assign(
         recipe=lambda d: d["recipe"].map(label)
     )
-    sns.barplot(data=deciles, x="band", y="share", hue="recipe", palette=RECIPE_COLORS, ax=axes[1])
+    sns.barplot(data=deciles, x="band", y="share", hue="recipe", palette=COLORS, ax=axes[1])
     axes[1].set(
         xlabel="pass-rate decile",
         ylabel="share of total gradient mass",

@@ -7,30 +7,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import theme
-
-ARM_LABELS = {
-    "grpo": "GRPO",
-    "dr_grpo": "Dr. GRPO",
-    "dapo": "DAPO",
-    "std_constant": "alpha 1 + constant",
-    "nostd_sequence": "alpha 0 + 1/|o|",
-    "lambda_pos": "lambda +1",
-    "lambda_neg": "lambda -1",
-}
-ARM_COLORS = {
-    "GRPO": "#1f4e79",
-    "Dr. GRPO": "#c0504d",
-    "DAPO": "#4f8f3a",
-    "alpha 1 + constant": "#e69f00",
-    "alpha 0 + 1/|o|": "#7f5fa8",
-    "lambda +1": "#17becf",
-    "lambda -1": "#8c564b",
-}
+from grpo_dial.figures import COLORS, label, theme
 
 
 def _label(arm: str) -> str:
-    return ARM_LABELS.get(arm, arm)
+    return label(arm)
 
 
 def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
@@ -82,7 +63,7 @@ def length_bias_figure(
             x="step",
             y=y,
             hue="arm",
-            palette=ARM_COLORS,
+            palette=COLORS,
             ax=axes[0],
             linestyle=style,
             errorbar=None,
@@ -104,7 +85,7 @@ def length_bias_figure(
             alpha=0.5,
             marker=marker,
             label=path,
-            c=by_step["arm"].map(ARM_COLORS).fillna("grey"),
+            c=by_step["arm"].map(COLORS).fillna("grey"),
         )
     lo = float(np.nanmin(by_step[["predicted_drift_wrong", "predicted_drift_correct"]].to_numpy()))
     hi = float(np.nanmax(by_step[["predicted_drift_wrong", "predicted_drift_correct"]].to_numpy()))
@@ -120,12 +101,12 @@ def length_bias_figure(
         x="awareness",
         y="predicted_drift_wrong",
         hue="arm",
-        palette=ARM_COLORS,
+        palette=COLORS,
         ax=axes[2],
         legend=False,
     )
     for _, row in summary_l.iterrows():
-        color = ARM_COLORS.get(row["arm"], "grey")
+        color = COLORS.get(row["arm"], "grey")
         err = np.array(
             [
                 [row["measured_drift_wrong"] - row["measured_drift_wrong_lo"]],
@@ -149,7 +130,7 @@ def length_bias_figure(
     ratio = summary_l[summary_l["awareness"] == top]
     x = np.arange(len(ratio))
     axes[3].bar(
-        x, ratio["measured_ratio_to_grpo"], color=[ARM_COLORS.get(a, "grey") for a in ratio["arm"]]
+        x, ratio["measured_ratio_to_grpo"], color=[COLORS.get(a, "grey") for a in ratio["arm"]]
     )
     lo_hi = ratio[["measured_ratio_to_grpo_lo", "measured_ratio_to_grpo_hi"]].to_numpy()
     ok = ~np.isnan(lo_hi).any(axis=1)

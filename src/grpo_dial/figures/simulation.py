@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import RECIPE_COLORS, label, theme
+from grpo_dial.figures import COLORS, label, theme
 
 
 def simulation_figure(
@@ -22,7 +22,7 @@ def simulation_figure(
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.3))
 
     sns.lineplot(
-        data=steps, x="samples_millions", y="mean_p", hue="arm", palette=RECIPE_COLORS, ax=axes[0]
+        data=steps, x="samples_millions", y="mean_p", hue="arm", palette=COLORS, ax=axes[0]
     )
     axes[0].set(
         xlabel="samples drawn (millions)",
@@ -35,7 +35,7 @@ def simulation_figure(
         x="step",
         y="silent_fraction",
         hue="arm",
-        palette=RECIPE_COLORS,
+        palette=COLORS,
         ax=axes[1],
         legend=False,
     )
@@ -44,7 +44,7 @@ def simulation_figure(
         x="step",
         y="expected_silent_fraction",
         hue="arm",
-        palette=RECIPE_COLORS,
+        palette=COLORS,
         ax=axes[1],
         legend=False,
         linestyle="--",
@@ -60,7 +60,7 @@ def simulation_figure(
         x="step",
         y="extreme_mass_share",
         hue="arm",
-        palette=RECIPE_COLORS,
+        palette=COLORS,
         ax=axes[2],
         legend=False,
     )
@@ -75,7 +75,7 @@ def simulation_figure(
         x="initial_quartile",
         y="final_p",
         hue="arm",
-        palette=RECIPE_COLORS,
+        palette=COLORS,
         ax=axes[3],
         errorbar=None,
     )

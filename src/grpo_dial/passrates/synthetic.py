@@ -1,10 +1,10 @@
 """A synthetic Big-Math-like pass-rate table, for runs without the real data.
 
 p ~ sum_j w_j Beta(a_j, b_j) (SYNTHETIC_MIXTURE), k ~ Binomial(n, p). The mixture is fitted by
-least squares (Beta-binomial, n = 64) to the Big-Math numbers of DESIGN.md 1.3: it gives 4.0%
-never and 7.2% always solved, extreme mass 13.9% / 24.9% (Dr. GRPO / GRPO), medium 22.7% /
-17.5%, silent fraction 59/44/32/23/17% at G = 4..64 (expected values; a draw of 20,000 varies
-by ~0.2%).
+least squares (Beta-binomial, n = 64) to the Big-Math numbers of
+docs/design-notes.md#reference-numbers: it gives 4.0% never and 7.2% always solved, extreme mass
+13.9% / 24.9% (Dr. GRPO / GRPO), medium 22.7% / 17.5%, silent fraction 59/44/32/23/17% at
+G = 4..64 (expected values; a draw of 20,000 varies by ~0.2%).
 """
 
 from __future__ import annotations

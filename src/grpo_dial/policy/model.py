@@ -12,7 +12,7 @@ weights and optimizer, forwards in bf16 under torch.autocast when precision is "
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -27,6 +27,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from grpo_dial.core.checks import opt as _opt
 from grpo_dial.data.sources import check_hub_id, hub_failure, hub_model_id, missing_path
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
@@ -66,8 +67,6 @@ def build_char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     )
 
 
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)

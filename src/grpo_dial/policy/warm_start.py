@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
+from grpo_dial.core.checks import opt as _opt
 from grpo_dial.data.tasks.base import Task
 from grpo_dial.policy.rollout import FORWARD_OVERHEAD_TOKENS as OVERHEAD
 from grpo_dial.policy.rollout import plan_buckets
@@ -35,8 +36,6 @@ from grpo_dial.policy.rollout import plan_buckets
 IGNORE = -100  # label of tokens outside the loss (F.cross_entropy's ignore_index)
 
 
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)

@@ -60,13 +60,13 @@ def channel_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     )
     from grpo_dial.analysis.channel import (
         drift_by_dial,
-        predicted_ratio,
+        prediction_table,
         run_drift,
         tail_awareness,
     )
+    from grpo_dial.core.dial import Dial
     from grpo_dial.core.theory import expected_sigma
     from grpo_dial.passrates.tables import read_passrates
-    from grpo_dial.train.arms import read_arm
 
     runs = [(str(d), int(s)) for d, s in params["runs"]]
     policies = [("base", -1)] + runs
@@ -85,20 +85,8 @@ def channel_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     awareness = pd.concat(steps, ignore_index=True)
     runs_table = pd.DataFrame(per_run)
     p = read_passrates(input["passrates"])["p_hat"].to_numpy(dtype=float)
-    ratios = []
-    for d in dict.fromkeys(runs_table["dial"]):
-        dial, _ = read_arm(params["dials"][d], None, max_new_tokens=params["max_new_tokens"])
-        lo, hi = predicted_ratio(p, params["group_size"], dial.std_power, dial.length_norm)
-        ratios.append(
-            {
-                "dial": d,
-                "std_power": dial.std_power,
-                "length_norm": dial.length_norm,
-                "ratio_lo": lo,
-                "ratio_hi": hi,
-            }
-        )
-    ratios = pd.DataFrame(ratios)
+    dials = {d: Dial(**params["dials"][d]) for d in dict.fromkeys(runs_table["dial"])}
+    ratios = prediction_table(p, params["group_size"], dials)  # fields resolved at DAG build
     drift = drift_by_dial(runs_table, ratios, reference=params["reference"]).merge(
         ratios[["dial", "std_power", "length_norm"]], on="dial"
     )

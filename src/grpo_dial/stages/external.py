@@ -28,32 +28,9 @@ def import_run(input: Mapping, output: Mapping, params: Mapping) -> None:
     write_table(responses, output["responses"])
 
 
-def diagnose(responses: pd.DataFrame, name: str, params: Mapping) -> dict[str, pd.DataFrame]:
-    """Every diagnosis table of one imported run."""
-    from grpo_dial.analysis import decompose as d
-    from grpo_dial.analysis import difficulty
-    from grpo_dial.external import diagnostics as x
-
-    silent = x.silent_by_step(responses)
-    table = x.run_passrates(responses, name)
-    before, after = d.windows(responses["step"].unique(), fraction=params["window_fraction"])
-    terms = d.decompose_with_intervals(
-        responses, before, after, n_boot=params["n_boot"], seed=params["seed"]
-    )
-    return {
-        "silent": silent,
-        "passrates": table,
-        "recommended_g": difficulty.recommended_group_size(table, name,
-                                                           fidelity=params["fidelity"]),
-        "terms": terms,
-        "curves": d.length_curves(responses),
-        "summary": x.run_summary(responses, silent, terms, fraction=params["window_fraction"]),
-    }  # fmt: skip
-
-
 def diagnose_run(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Silent fraction against the closed form, pass rates and recommended G, decomposition."""
-    from grpo_dial.external.diagnostics import run_warnings
+    from grpo_dial.external.diagnostics import diagnose, run_warnings
 
     tables = diagnose(read_table(input["responses"]), params["name"], params)
     log.info("%s:\n%s", params["name"], tables["summary"].to_string(index=False))
@@ -77,7 +54,7 @@ def diagnose_directory(
 ) -> tuple[pd.DataFrame, str, list[str]]:
     """Import, diagnose and draw one run into out_dir (never the run's own folder); returns the
     key numbers, the import report in one line and the warnings."""
-    from grpo_dial.external.diagnostics import run_warnings
+    from grpo_dial.external.diagnostics import diagnose, run_warnings
     from grpo_dial.external.importers import import_run as load
     from grpo_dial.figures import save
     from grpo_dial.figures.external import external_figure as draw

@@ -56,15 +56,14 @@ def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
     import pandas as pd
 
     from grpo_dial.analysis import length_pressure as lp
-    from grpo_dial.train.arms import read_arm
+    from grpo_dial.core.dial import Dial
 
     frames, per_run = [], []
     run_steps = input.get("steps") or [None] * len(input["responses"])
     for path, steps_path, (dial, seed) in zip(
         input["responses"], run_steps, params["runs"], strict=True
     ):
-        spec = params["dials"][dial]
-        arm, _ = read_arm(spec, max_new_tokens=params["max_new_tokens"])
+        arm = Dial(**params["dials"][dial])  # the fields read_arm resolved at DAG build
         lam = arm.lambda_value
         if arm.lambda_learnable and steps_path is not None:  # the lambda each step weighed with
             logged = read_table(steps_path)

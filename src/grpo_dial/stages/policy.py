@@ -104,11 +104,11 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
 
 
 def _arm(params: Mapping, lr_scale: float = 1.0):
-    """(Dial, TrainConfig) of the rule's arm: its `dials` entry (grpo_dial.train.arms), the
-    train section, and the pool the pass rates were estimated on."""
+    """(Dial, TrainConfig) of the rule's arm: its resolved fields (grpo_dial.core.dial.read_arm
+    ran at DAG build), the train section, and the pool the pass rates were estimated on."""
     from dataclasses import replace
 
-    from grpo_dial.train.arms import read_arm
+    from grpo_dial.core.dial import arm_from_fields
     from grpo_dial.train.config import TrainConfig
 
     config = TrainConfig(
@@ -120,9 +120,7 @@ def _arm(params: Mapping, lr_scale: float = 1.0):
         device=params["device"],
         lr_scale=lr_scale,
     )
-    dial, allocation = read_arm(
-        params["dial"], params.get("allocation"), max_new_tokens=config.max_new_tokens
-    )
+    dial, allocation = arm_from_fields(params["arm"])
     return dial, replace(config, allocation=allocation)
 
 

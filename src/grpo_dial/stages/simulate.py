@@ -12,8 +12,9 @@ log = logging.getLogger("grpo_dial")
 
 def simulate(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The controlled Bernoulli-logit run, every configured arm."""
-    from grpo_dial.analysis.simulate import SimulationConfig, summarize
+    from grpo_dial.analysis.simulate import SimulationConfig
     from grpo_dial.analysis.simulate import simulate as run_simulation
+    from grpo_dial.analysis.simulate_summary import summarize
     from grpo_dial.passrates.tables import read_passrates
 
     table = read_passrates(input["table"])

@@ -15,21 +15,7 @@ from pathlib import Path
 
 import yaml
 
-STAGES = {  # stage name -> its module in grpo_dial.stages (one module per rule file)
-    "passrates": "passrates",
-    "theory_tables": "theory",
-    "identity_check": "theory",
-    "group_bias": "theory",
-    "difficulty_analysis": "difficulty",
-    "simulate": "simulate",
-    "dapo_consistency": "dapo",
-    "theory_figures": "figures",
-    "difficulty_figure": "figures",
-    "simulation_figure": "figures",
-    "dapo_figure": "figures",
-    "length_bias": "length_bias",
-    "length_bias_figure": "length_bias",
-}
+from grpo_dial.stages.registry import RULES, stage_for
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -68,8 +54,7 @@ def plan(args: argparse.Namespace) -> None:
 
 
 def stage(args: argparse.Namespace) -> None:
-    """Run one pipeline stage with explicit inputs, outputs and a YAML file of params."""
-    import importlib
+    """Run one rule's stage with explicit inputs, outputs and a YAML file of params."""
 
     params = {}
     if args.params:
@@ -79,9 +64,7 @@ def stage(args: argparse.Namespace) -> None:
         params = yaml.safe_load(path.read_text()) or {}
         if not isinstance(params, dict):
             raise ValueError(f"params file {path} must hold a mapping of names to values")
-    module = importlib.import_module(f"grpo_dial.stages.{STAGES[args.name]}")
-    stage_function = getattr(module, args.name)
-    stage_function(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
+    stage_for(args.name)(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
 
 
 def _fresh_out(directory: str) -> Path:
@@ -220,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_diag.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates")
     p_diag.set_defaults(func=diagnose)
     p_stage = sub.add_parser("stage", help="run one pipeline stage outside Snakemake")
-    p_stage.add_argument("name", choices=STAGES)
+    p_stage.add_argument("name", choices=RULES)
     p_stage.add_argument("--input", nargs="*", default=[], metavar="NAME=PATH")
     p_stage.add_argument("--output", nargs="*", default=[], metavar="NAME=PATH")
     p_stage.add_argument("--params", help="YAML file with the stage's params")

@@ -7,9 +7,12 @@ much to sample and how to step, with the spread of each batch's samples over its
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Literal
+
+from grpo_dial.core.checks import check_at_least, check_int, is_real
+from grpo_dial.core.checks import opt as _opt
+from grpo_dial.core.dial import Allocation
 
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -21,77 +24,6 @@ RESUME_FREE = (
     "steps", "alive_check_every",
 )  # fmt: skip
 RESUME_MODES = ("auto", "strict")
-
-
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
-
-
-def _is_real(v: object) -> bool:
-    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
-
-
-def _int(name: str, v: object, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
-
-def _real(name: str, v: object, lo: float, strict: bool = False) -> None:
-    if not _is_real(v) or (v <= lo if strict else v < lo):
-        raise ValueError(
-            f"{name} must be a finite number {'>' if strict else '>='} {lo}, got {v!r}"
-        )
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """How many responses each prompt of a batch gets (grpo_dial.train.allocation)."""
-
-    scheme: Literal["uniform", "adaptive"] = _opt(
-        "uniform",
-        "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
-        "the closed forms on running pass-rate estimates (a dial's `group_size: adaptive`).",
-    )
-    signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
-        "grpo",
-        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
-        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
-    )
-    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
-    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
-    unanimous: Literal["skip", "minimum"] = _opt(
-        "minimum",
-        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
-        "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
-    )
-    prior_strength: float = _opt(
-        8.0,
-        "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
-        "(at most the table's n).",
-    )
-    decay: float = _opt(
-        0.8,
-        "Running estimate: old counts are multiplied by this at each visit of the prompt "
-        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
-    )
-
-    def __post_init__(self) -> None:
-        choices = {
-            "scheme": ("uniform", "adaptive"),
-            "signal": ("grpo", "dr_grpo", "nonsilent"),
-            "unanimous": ("skip", "minimum"),
-        }
-        for name, options in choices.items():
-            if getattr(self, name) not in options:
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} is not valid; choose one of "
-                    f"{', '.join(options)}"
-                )
-        _int("g_min", self.g_min, 1)
-        _int("g_max", self.g_max, self.g_min)
-        _real("prior_strength", self.prior_strength, 0.0)
-        if not (_is_real(self.decay) and 0 < self.decay <= 1):
-            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
 
 
 # Allocation field -> its name in a checkpoint's resume key (the TrainConfig fields it was once).
@@ -119,7 +51,8 @@ class TrainConfig:
     group_size: int = _opt(
         8,
         "G responses per prompt. Fidelity of the per-prompt signal is ~1 - 1/(8 G p(1-p)) "
-        "(DESIGN.md 1.2); silent-group rate p^G + (1-p)^G. With allocation.scheme 'adaptive' "
+        "(docs/design-notes.md#the-identity); silent-group rate p^G + (1-p)^G. With "
+        "allocation.scheme 'adaptive' "
         "the batch's budget is prompts_per_step x group_size responses.",
     )
     allocation: Allocation = _opt(
@@ -268,31 +201,31 @@ class TrainConfig:
             "alive_check_every": 1,
         }
         for name, lo in ints.items():
-            _int(name, getattr(self, name), lo)
+            check_int(name, getattr(self, name), lo)
         if self.micro_batch is not None:
-            _int("micro_batch", self.micro_batch, 1)
+            check_int("micro_batch", self.micro_batch, 1)
         if self.generation_batch is not None:
-            _int("generation_batch", self.generation_batch, 1)
-        _real("activation_reuse_mb", self.activation_reuse_mb, 0.0)
-        _real("checker_warn_fraction", self.checker_warn_fraction, 0.0)
+            check_int("generation_batch", self.generation_batch, 1)
+        check_at_least("activation_reuse_mb", self.activation_reuse_mb, 0.0)
+        check_at_least("checker_warn_fraction", self.checker_warn_fraction, 0.0)
         if self.resume not in RESUME_MODES:
             raise ValueError(
                 f"resume={self.resume!r} is not valid; choose one of {', '.join(RESUME_MODES)}"
             )
         for name in ("lr", "lr_scale"):
-            _real(name, getattr(self, name), 0.0, strict=True)
+            check_at_least(name, getattr(self, name), 0.0, strict=True)
         if not isinstance(self.allocation, Allocation):
             raise ValueError(f"allocation must be an Allocation, got {self.allocation!r}")
         for name in ("weight_decay", "temperature", "kl_coef"):
-            _real(name, getattr(self, name), 0.0)
+            check_at_least(name, getattr(self, name), 0.0)
         if self.grad_clip is not None:
-            _real("grad_clip", self.grad_clip, 0.0, strict=True)
+            check_at_least("grad_clip", self.grad_clip, 0.0, strict=True)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"optimizer={self.optimizer!r} is not valid; choose one of {', '.join(OPTIMIZERS)}"
             )
         betas = tuple(self.betas) if isinstance(self.betas, list | tuple) else ()
-        if len(betas) != 2 or not all(_is_real(b) and 0 <= b < 1 for b in betas):
+        if len(betas) != 2 or not all(is_real(b) and 0 <= b < 1 for b in betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         object.__setattr__(self, "betas", tuple(float(b) for b in betas))
         if not isinstance(self.device, str) or not self.device:

@@ -8,7 +8,8 @@
   the pass-rate tracker before this step's update ('prompt').
 - lambda-GRPO with a learnable lambda: one scalar parameter (`new_lambda`), stepped by the run's
   optimizer in a parameter group of its own (learning rate dial.lambda_lr, no weight decay).
-The formulas themselves are all in grpo_dial.core.advantage; this module only gathers inputs.
+The formulas are registered in grpo_dial.core.estimators; this module only gathers the inputs
+an estimator `needs` (GATHER).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from grpo_dial.core.advantage import Dial, group_stats
+from grpo_dial.core.advantage import group_stats
+from grpo_dial.core.dial import Dial
 from grpo_dial.core.difficulty_anchor import AnchorState, anchor_before, anchor_update
+from grpo_dial.core.estimators import active_estimators
 from grpo_dial.data.tasks.base import Task, stratum_error
 from grpo_dial.train.batch import Batch
 
@@ -61,13 +64,25 @@ def next_anchor(dial: Dial, state: AnchorState, batch: Batch) -> AnchorState:
     return anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
 
 
+# how the trainer gathers each per-batch input a registered estimator `needs`
+GATHER = {
+    "strata": lambda dial, batch, task, state, estimate: strata_of(batch, task, dial.strata),
+    "anchor": lambda dial, batch, task, state, estimate: anchor_for(dial, state, batch, estimate),
+}
+
+
 def context(dial: Dial, batch: Batch, task: Task, state: AnchorState, estimate: np.ndarray) -> dict:
-    """The keyword arguments `advantage.advantages` needs for this dial on this batch."""
+    """The keyword arguments `advantage.advantages` needs for this dial on this batch: what each
+    estimator it uses needs (core.estimators), gathered in registration order."""
     out = {}
-    if dial.strata is not None:
-        out["strata"] = strata_of(batch, task, dial.strata)
-    if dial.anchor != "none":
-        out["anchor"] = anchor_for(dial, state, batch, estimate)
+    for est in active_estimators(dial):
+        for need in est.needs:
+            if need not in GATHER:
+                raise ValueError(
+                    f"estimator {est.name!r} needs {need!r}, which the trainer cannot gather; "
+                    f"it gathers: {', '.join(GATHER)}"
+                )
+            out[need] = GATHER[need](dial, batch, task, state, estimate)
     return out
 
 

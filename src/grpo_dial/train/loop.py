@@ -37,8 +37,8 @@ import torch
 from tqdm.auto import tqdm
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import Dial
 from grpo_dial.core.bands import UNRATED
+from grpo_dial.core.dial import Dial
 from grpo_dial.data.tasks.base import Problem, Task, stratum_error
 from grpo_dial.passrates.tracker import (
     tracker_estimate,

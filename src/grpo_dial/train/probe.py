@@ -37,13 +37,14 @@ import torch
 from torch import Tensor
 
 from grpo_dial.core.advantage import (
-    Dial,
     advantages,
     group_stats,
     policy_loss,
     silent_groups,
     update_weights,
 )
+from grpo_dial.core.dial import Dial
+from grpo_dial.core.std_factor import std_factor
 from grpo_dial.policy.rollout import Rollouts, response_logprobs
 
 IDENTITY_COLUMNS = (
@@ -107,7 +108,7 @@ def probe_group(model: torch.nn.Module, group: Rollouts, rewards: Tensor, dial: 
         raise ValueError("the identity probe needs an informative group (0 < k < G)")
     sigma_p, k, g = pop.sigma[0], pop.k[0], len(r)
     sigma_d = group_stats(r, gid, ddof=dial.std_ddof).sigma[0]
-    factor = sigma_p**2 / (sigma_d + dial.eps) ** dial.std_power
+    factor = sigma_p**2 / std_factor(sigma_d, dial.eps, dial.std_power)
     correct = r == 1  # (G,)
     gamma = torch.where(correct, factor / k, -factor / (g - k))  # (G,) c (s+ - s-) weights
     weights = torch.stack([update_weights(r, gid, dial), gamma])  # (2, G)

@@ -9,8 +9,8 @@ prompts every dial sees), so accuracy and lengths compare across dials; DAPO's r
 biased toward informative prompts. The responses table holds every generated response with its
 `resample_round` and `trained` flag, so any other cut can be made from it.
 
-Gradient mass of a group (the identity's scalar, DESIGN.md 1.2): with population sigma_p, the
-dial's std sigma_d (ddof) and eps,
+Gradient mass of a group (the identity's scalar, docs/design-notes.md#the-identity): with
+population sigma_p, the dial's std sigma_d (ddof) and eps,
     (1/G) sum_i A_i s_i = sigma_p^2 / (sigma_d + eps)^alpha (s+ - s-),
 so the group's mass is m_g = sigma_p^2 / (sigma_d + eps)^alpha (= sigma^(2-alpha) at ddof 0,
 eps 0); it is computed through advantage.group_update with scores s_i = r_i - mean_g, for which
@@ -47,8 +47,9 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from grpo_dial.core.advantage import Dial, group_stats, group_update
+from grpo_dial.core.advantage import group_stats, group_update
 from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED, pass_rate_band
+from grpo_dial.core.dial import Dial
 
 if TYPE_CHECKING:
     from grpo_dial.train.batch import Batch, UpdateResult

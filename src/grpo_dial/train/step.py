@@ -37,8 +37,10 @@ import torch
 from torch import Tensor
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import Dial, group_stats, keep_mask, silent_groups
+from grpo_dial.core.advantage import group_stats, keep_mask, silent_groups
+from grpo_dial.core.dial import Dial
 from grpo_dial.core.difficulty_anchor import START
+from grpo_dial.core.token_weights import lambda_objective, weighted_sum
 from grpo_dial.data.tasks.base import Problem, Task
 from grpo_dial.policy import activation_record
 from grpo_dial.policy.model import autocast
@@ -243,7 +245,7 @@ def policy_update(
             if ref_logp is not None:
                 d = ref_logp[idx, :tw] - logp  # (b, tw)
                 kl_tokens = torch.exp(d) - d - 1.0  # (b, tw)
-                kl = advantage.weighted_sum(kl_tokens, w)
+                kl = weighted_sum(kl_tokens, w)
                 kl_sum += float(kl.detach())
                 loss = loss + config.kl_coef * kl
             if lam is not None:  # L_i of this bucket's rows, for lambda's gradient
@@ -256,7 +258,7 @@ def policy_update(
                 backward = True
             loss_sum += float(loss.detach())
         if lam is not None:  # lambda's gradient, from the loss sums of every bucket
-            advantage.lambda_objective(row_loss, mask, group_ids, lam, dial.lambda_r).backward()
+            lambda_objective(row_loss, mask, group_ids, lam, dial.lambda_r).backward()
         if ref_logp is not None and update == 0:
             kl_first = kl_sum
         if not backward:  # every row silent: a zero gradient, which AdamW still steps on

@@ -42,12 +42,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
 
+from grpo_dial.core.checks import check_choice, check_int
+from grpo_dial.core.checks import opt as _opt
 from grpo_dial.data.tasks.arithmetic_problems import (
     Level,
     distinct,
@@ -73,8 +75,6 @@ _SALT = 0x61726974  # "arit": keeps these RNG streams apart from other uses of t
 _STEP = re.compile(r"[0-9]+\+[0-9]+=[0-9]+")
 
 
-def _opt(default: object, text: str) -> object:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class ArithmeticTask:
     )
 
     def __post_init__(self) -> None:
-        _check_int("tail_checks", self.tail_checks, 0)
+        check_int("tail_checks", self.tail_checks, 0)
         if self.tail_checks > MAX_TAIL_CHECKS:
             raise ValueError(f"tail_checks must be <= {MAX_TAIL_CHECKS}, got {self.tail_checks}")
         object.__setattr__(self, "operands", _range("operands", self.operands, 2, MAX_OPERANDS))
@@ -143,9 +143,9 @@ class ArithmeticTask:
 
     def problems(self, split: str, n: int, seed: int) -> list[Problem]:
         """n distinct problems of `split`, n_L = n * w_L by largest remainder, in shuffled order."""
-        _check_choice("split", split, SPLITS)
-        _check_int("n", n, 0)
-        _check_int("seed", seed, 0)
+        check_choice("split", split, SPLITS)
+        check_int("n", n, 0)
+        check_int("seed", seed, 0)
         s = SPLITS.index(split)
         levels = self.levels
         rng = np.random.default_rng([_SALT, seed, s])
@@ -163,7 +163,7 @@ class ArithmeticTask:
         with at most 4 operands are counted (o2d1: about 25 per eval split); every other level
         holds thousands of prompts per split. None when no such level has weight.
         """
-        _check_choice("split", split, SPLITS)
+        check_choice("split", split, SPLITS)
         caps = []
         for lv in self.levels:
             if lv.weight > 0 and enumerable(lv):
@@ -186,8 +186,8 @@ class ArithmeticTask:
         correct answers in the base policy, so RL can move response length either way without
         changing correctness; that is what lets length change be split into work and padding.
         """
-        _check_int("n", n, 0)
-        _check_int("seed", seed, 0)
+        check_int("n", n, 0)
+        check_int("seed", seed, 0)
         weights = dict(DEFAULT_STYLE_WEIGHTS if style_weights is None else style_weights)
         style_p = _weights("style_weights", weights, self.styles, "styles")  # (S,)
         levels = self.levels
@@ -214,7 +214,7 @@ class ArithmeticTask:
     def demonstration(self, problem: Problem, style: str, rng: np.random.Generator) -> str:
         """A correct response in `style`; rechecked repeats 1-2 random steps after themselves;
         with a tail, 0..tail_checks checks follow the answer (drawn after the style's draws)."""
-        _check_choice("style", style, self.styles)
+        check_choice("style", style, self.styles)
         xs = operands_of(problem.prompt)
         if problem.reference != str(sum(xs)):
             raise ValueError(f"reference {problem.reference!r} is not the sum {problem.prompt!r}")
@@ -283,16 +283,6 @@ class ArithmeticTask:
 
 
 # ------------------------------------------------------------------------------- validation
-
-
-def _check_int(name: str, v: object, lo: int) -> None:
-    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
-
-def _check_choice(name: str, v: object, choices: tuple[str, ...]) -> None:
-    if not isinstance(v, str) or v not in choices:
-        raise ValueError(f"{name}={v!r} is not valid; choose one of {', '.join(choices)}")
 
 
 def _range(name: str, v: object, lo: int, hi: int) -> tuple[int, int]:

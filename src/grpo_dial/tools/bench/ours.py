@@ -54,11 +54,11 @@ def trainer_state(setup: Setup, config, dial):
 
 def make_our_step(setup: Setup, settings: StepSettings) -> Callable[[], dict[str, float]]:
     """A closure running one step of the trainer (loop.run_step) and returning its timings."""
-    from grpo_dial.core import advantage
+    from grpo_dial.core.dial import dial_from_config
     from grpo_dial.train import loop
 
     config = train_config(settings)
-    dial = advantage.dial_from_config(GRPO_DIAL)
+    dial = dial_from_config(GRPO_DIAL)
     state = trainer_state(setup, config, dial)
     step = [0]
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import torch
 
-from grpo_dial.core.advantage import preset
+from grpo_dial.core.dial import preset
 from grpo_dial.policy import memory
 from grpo_dial.policy.model import autocast
 from grpo_dial.policy.rollout import Rollouts, response_logprobs

@@ -1,4 +1,4 @@
-"""Rule script: a thin call into grpo_dial.stages.report.real_lengths_figure."""
+"""Every rule's script: run the rule's stage (grpo_dial.stages.registry) as a Snakemake job."""
 
 import sys
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 # The repository's own source, so the rule also runs in a conda env without the package installed.
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))  # noqa: F821
 
-from grpo_dial.stages import report  # noqa: E402
+from grpo_dial.stages.registry import stage_for  # noqa: E402
 from grpo_dial.stages.run import run_rule  # noqa: E402
 
-run_rule(report.real_lengths_figure, snakemake)  # noqa: F821 (injected by Snakemake)
+run_rule(stage_for(snakemake.rule), snakemake)  # noqa: F821 (injected by Snakemake)

@@ -9,9 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_dial.core.advantage import Dial, preset
-from grpo_dial.train.arms import ALLOCATION_KEYS, DIAL_KEYS, SETTING_KEYS, read_arm
-from grpo_dial.train.config import Allocation
+from grpo_dial.core.dial import (
+    ALLOCATION_KEYS,
+    DIAL_KEYS,
+    SETTING_KEYS,
+    Allocation,
+    Dial,
+    preset,
+    read_arm,
+)
 
 SCHEMA = Path(__file__).parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULTS = {"signal": "grpo", "g_min": 2, "g_max": 32, "unanimous": "minimum",
@@ -52,7 +58,7 @@ def test_max_length_is_set_only_for_the_constant_normalizer_and_only_when_unset(
          "unknown dial allocation key 'gmax'; valid keys: signal, g_min, g_max, unanimous, "
          "prior_strength, decay$"),
         ({}, {"per_prompt_budget": 8}, "unknown train.allocation key 'per_prompt_budget'"),
-        ({"group_size": 8}, None, "scheme=8 is not valid; choose one of uniform, adaptive"),
+        ({"group_size": 8}, None, "scheme=8 is not valid; choose one of 'uniform', 'adaptive'"),
         ({"preset": "ppo"}, None, "unknown preset 'ppo'"),
         ({"allocation": {"decay": 0}}, None, "decay must be in"),
     ],

@@ -1,0 +1,63 @@
+"""The config's arms, each `dials.<name>` entry resolved once (grpo_dial.core.dial.read_arm),
+and what the DAG derives from them: the fields each job rebuilds its arm from, the arms whose
+estimator keeps per-step state, and each adaptive arm's uniform twin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from grpo_dial.core.dial import Arm, arm_fields, read_arm
+from grpo_dial.core.estimators import active_estimators
+from grpo_dial.dag import fail
+from grpo_dial.dag.inputs import note
+
+
+def resolve_arms(config: Mapping) -> dict[str, Arm]:
+    """Every arm of `dials`, read with train.allocation's defaults and the generation limit."""
+    arms = {}
+    for name, spec in config["dials"].items():
+        try:
+            arms[name] = read_arm(
+                spec,
+                config["train"]["allocation"],
+                max_new_tokens=config["train"]["max_new_tokens"],
+            )
+        except ValueError as error:
+            fail(f"dials.{name}", str(error))
+    return arms
+
+
+def job_fields(arms: Mapping[str, Arm]) -> dict[str, dict]:
+    """Arm name -> the resolved fields its jobs get through `params:` (core.dial.arm_fields)."""
+    return {name: arm_fields(arm) for name, arm in arms.items()}
+
+
+def stateful(arm: Arm) -> bool:
+    """Whether the arm uses a registered estimator that logs per-step state (lambda-GRPO's
+    lambda, strata splits, the anchor): the figures add `estimators_training`."""
+    return any(est.columns for est in active_estimators(arm.dial))
+
+
+def uniform_twin(name: str, arms: Mapping[str, Arm]) -> str | None:
+    """The first uniform arm whose resolved Dial equals adaptive arm `name`'s, or None."""
+    for other, arm in arms.items():
+        if other != name and arm.allocation.scheme == "uniform" and arm.dial == arms[name].dial:
+            return other
+    note(f"dial '{name}' (group_size: adaptive) has no uniform twin in dials; not compared")
+    return None
+
+
+def allocation_pairs(arms: Mapping[str, Arm]) -> dict[str, str]:
+    """Adaptive arm -> its uniform twin, for every adaptive arm that has one."""
+    return {
+        name: twin
+        for name, arm in arms.items()
+        if arm.allocation.scheme == "adaptive" and (twin := uniform_twin(name, arms)) is not None
+    }
+
+
+def check_reference(key: str, reference: str, arms: Mapping[str, Arm]) -> None:
+    """A reference arm (train.lr_match.reference, channel.reference) must be one of `dials`."""
+    if reference not in arms:
+        fail(key, f"'{reference}' is not in dials {sorted(arms)}")

@@ -1,0 +1,168 @@
+"""Everything the rules read, decided once at DAG build from a validated config (`build_plan`).
+
+The order of the checks is the order a user fixes a config in: folders and public data, the
+pass-rate tables, the base model, the task and its strata, the arms, then the optional analyses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_dial.core.dial import Arm
+from grpo_dial.dag import ConfigError, fail
+from grpo_dial.dag import arms as arm_checks
+from grpo_dial.dag.inputs import POLICY_TABLE, Inputs, check_strata, task, task_inputs
+from grpo_dial.data.sources import hub_model_id, missing_path
+
+# Workflow-only keys of a section, never handed to the library dataclass the section feeds.
+TRAIN_WORKFLOW_KEYS = ("seeds", "lr_match", "threads", "allocation")
+PASSRATE_WORKFLOW_KEYS = ("optional", "public", "path")
+LENGTH_BIAS_WORKFLOW_KEYS = ("tables", "run_normalizers")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the DAG build decided; common.smk names each field for the rules."""
+
+    inputs: Inputs
+    table_inputs: dict  # table -> its job's input file, None (synthetic, hub) or False (skipped)
+    tables: list  # every pass-rate table made, the base policy's last
+    sim_tables: list
+    length_bias_tables: list
+    policy_enabled: bool
+    base_model: str | list  # the model the workflow builds, [] when used as given
+    task: dict
+    task_inputs: dict
+    arms: dict[str, Arm]
+    arm_fields: dict  # arm -> the resolved fields its jobs rebuild it from
+    runs: list  # [arm, seed] of every training run
+    stateful_arms: list
+    allocation_pairs: dict
+    allocation_runs: list
+    real_length_inputs: dict
+    dapo_curve: str | None
+    channel_enabled: bool
+    runs_external: list
+
+
+def _check_tables(config: Mapping, policy_enabled: bool) -> None:
+    defined = sorted(config["passrate_tables"])
+    for name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]]:
+        if name not in config["passrate_tables"] and not (
+            name == POLICY_TABLE and policy_enabled
+        ):
+            raise ConfigError(f"config error: unknown pass-rate table '{name}'; defined: {defined}")
+    for name in config["length_bias"]["tables"]:
+        if name not in config["passrate_tables"] and name != POLICY_TABLE:
+            raise ConfigError(
+                f"config error: unknown pass-rate table '{name}' in length_bias.tables; "
+                f"defined: {defined} and {POLICY_TABLE}"
+            )
+    lb = config["length_bias"]
+    if lb["n_prompts"] % lb["groups_per_batch"]:
+        raise ConfigError(
+            "config error: length_bias.n_prompts must be a multiple of length_bias.groups_per_batch"
+        )
+
+
+def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | list:
+    """model.base names the workflow builds -> their output; any other value is a local
+    directory, or hub:<id>, used as given (not a job input)."""
+    built = {
+        "tiny": f"{inputs.results}/policy/base",
+        "smollm2": f"{inputs.results}/models/smollm2-135m-instruct",
+    }
+    base = config["model"]["base"]
+    if policy_enabled and base not in built:
+        if hub_model_id(base) is not None:
+            inputs.hub_entry(hub_model_id(base), "model.base")
+        elif not Path(base).is_dir():
+            fail("model.base", missing_path(base, "policy directory", hint="base: hub:"))
+    return built.get(base, [])
+
+
+def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
+    """Check every input and arm of a validated config (defaults filled) and derive the DAG's
+    lists. Raises ConfigError with one line on the first problem."""
+    inputs = Inputs(config, repo, workdir)
+    if POLICY_TABLE in config["passrate_tables"]:
+        raise ConfigError(
+            f"config error: '{POLICY_TABLE}' is reserved for the base policy's pass rates"
+        )
+    table_inputs = {
+        name: inputs.table_input(name, spec) for name, spec in config["passrate_tables"].items()
+    }
+    policy_enabled = bool(config["dials"]) and config["train"]["steps"] > 0
+    configured = [name for name, path in table_inputs.items() if path is not False]
+    tables = configured + ([POLICY_TABLE] if policy_enabled else [])
+    _check_tables(config, policy_enabled)
+    dapo = config["dapo_consistency"]
+    dapo_curve = None
+    if dapo["curve"] is not None and dapo["table"] in tables:
+        dapo_curve = inputs.data_file(dapo["curve"], "dapo_consistency.curve", dapo["optional"])
+    base_model = _base_model(config, inputs, policy_enabled)
+    the_task = task(config, inputs)
+    arms = arm_checks.resolve_arms(config)
+    check_strata({n: a.dial.strata for n, a in arms.items() if a.dial.strata}, the_task)
+    if config["train"]["lr_match"]["enabled"]:
+        arm_checks.check_reference(
+            "train.lr_match.reference", config["train"]["lr_match"]["reference"], arms
+        )
+    seeds = config["train"]["seeds"]
+    real = config["real_lengths"]
+    real_inputs = {
+        name: path
+        for name in ("math_cot", "gsm8k")
+        if real[name] is not None
+        and (path := inputs.data_file(real[name], f"real_lengths.{name}", real["optional"]))
+        is not None
+    }
+    if real_inputs:
+        inputs.local_dir(real["tokenizer"], "real_lengths.tokenizer", "tokenizer directory")
+    channel_enabled = (
+        policy_enabled
+        and config["task"]["name"] == "arithmetic"
+        and bool(config["task"]["options"].get("tail_checks", 0))
+    )
+    if channel_enabled:
+        arm_checks.check_reference("channel.reference", config["channel"]["reference"], arms)
+    pairs = arm_checks.allocation_pairs(arms) if policy_enabled else {}
+    runs_external = [
+        name
+        for name, spec in config["runs"].items()
+        if inputs.data_file(spec["path"], f"runs.{name}.path", spec["optional"]) is not None
+    ]
+    for name in runs_external:  # a tokenizer is read locally, never looked up on the hub
+        tokenizer = config["runs"][name].get("tokenizer")
+        inputs.local_dir(tokenizer or None, f"runs.{name}.tokenizer", "tokenizer directory")
+    return Plan(
+        inputs=inputs,
+        table_inputs=table_inputs,
+        tables=tables,
+        sim_tables=[name for name in config["simulate"]["tables"] if name in tables],
+        # base_policy only when the policy chain runs (the analysis half alone skips it)
+        length_bias_tables=[name for name in config["length_bias"]["tables"] if name in tables],
+        policy_enabled=policy_enabled,
+        base_model=base_model,
+        task=the_task,
+        task_inputs=task_inputs(the_task),
+        arms=arms,
+        arm_fields=arm_checks.job_fields(arms),
+        runs=[[name, seed] for name in arms for seed in seeds],
+        stateful_arms=[name for name, arm in arms.items() if arm_checks.stateful(arm)],
+        allocation_pairs=pairs,
+        allocation_runs=[
+            [name, seed] for name in dict.fromkeys([*pairs, *pairs.values()]) for seed in seeds
+        ],
+        real_length_inputs=real_inputs,
+        dapo_curve=dapo_curve,
+        channel_enabled=channel_enabled,
+        runs_external=runs_external,
+    )
+
+
+def section(values: Mapping, skip: tuple[str, ...]) -> dict:
+    """A config section without its workflow-only keys (what a job's library call takes)."""
+    return {key: value for key, value in values.items() if key not in skip}

@@ -1,0 +1,66 @@
+"""Every rule's stage, in one table: the generic rule script (`workflow/scripts/stage.py`)
+dispatches on the rule's name through it, and so does `grpo-dial stage <rule>`.
+
+A stage is `stage(input, output, params)` in grpo_dial.stages.<module> (grpo_dial.stages.run).
+A rule whose name differs from its stage's (two rules share `channel_samples`; `summary`
+writes the markdown) says so here, nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from grpo_dial.stages.run import Stage
+
+RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
+    "download": "download.download",
+    "passrates": "passrates.passrates",
+    "theory_tables": "theory.theory_tables",
+    "identity_check": "theory.identity_check",
+    "group_bias": "theory.group_bias",
+    "difficulty_analysis": "difficulty.difficulty_analysis",
+    "simulate": "simulate.simulate",
+    "dapo_consistency": "dapo.dapo_consistency",
+    "theory_figures": "figures.theory_figures",
+    "difficulty_figure": "figures.difficulty_figure",
+    "simulation_figure": "figures.simulation_figure",
+    "dapo_figure": "figures.dapo_figure",
+    "length_bias": "length_bias.length_bias",
+    "length_bias_figure": "length_bias.length_bias_figure",
+    "length_pressure": "length_bias.length_pressure",
+    "length_pressure_external": "length_bias.length_pressure_external",
+    "length_pressure_figure": "length_bias.length_pressure_figure",
+    "convert_smollm": "models.convert_smollm",
+    "warm_start": "policy.warm_start",
+    "estimate_pass_rates": "policy.estimate_pass_rates",
+    "calibrate_lr": "policy.calibrate_lr",
+    "train": "policy.train",
+    "decompose_length": "report.decompose_length",
+    "training_summary": "report.training_summary",
+    "training_figures": "report.training_figures",
+    "real_lengths": "report.real_lengths",
+    "real_lengths_figure": "report.real_lengths_figure",
+    "summary": "report.summary_markdown",
+    "channel_base": "channel.channel_samples",
+    "channel_run": "channel.channel_samples",
+    "channel_summary": "channel.channel_summary",
+    "channel_figures": "channel.channel_figures",
+    "allocation_comparison": "allocation.allocation_comparison",
+    "allocation_figure": "allocation.allocation_figure",
+    "import_run": "external.import_run",
+    "diagnose_run": "external.diagnose_run",
+    "external_figure": "external.external_figure",
+}
+
+
+def stage_for(rule: str) -> Stage:
+    """The stage function of `rule`, imported on demand (a figure rule never imports torch)."""
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; valid rules: {', '.join(sorted(RULES))}")
+    module, function = RULES[rule].rsplit(".", 1)
+    if function.endswith(("figure", "figures")):  # registered estimators' names in the labels
+        from grpo_dial.core.estimators import labels
+        from grpo_dial.figures import use_labels
+
+        use_labels(labels())
+    return getattr(importlib.import_module(f"grpo_dial.stages.{module}"), function)

@@ -1,0 +1,82 @@
+"""The DAG build's decisions: each arm resolved once, uniform twins matched on resolved Dials,
+stateful estimators named, and the plan of the embedded default."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_dial.core.dial import Dial, arm_from_fields, preset, read_arm
+from grpo_dial.dag import ConfigError
+from grpo_dial.dag.arms import allocation_pairs, resolve_arms, stateful
+from grpo_dial.dag.plan import build_plan
+from grpo_dial.dag.resources import gpu_jobs
+from grpo_dial.dag.schema import validate_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+TRAIN = {"allocation": {"g_max": 16}, "max_new_tokens": 24}
+
+
+def _arms(dials: dict) -> dict:
+    return resolve_arms({"dials": dials, "train": TRAIN})
+
+
+def test_twins_are_matched_on_the_resolved_dial_not_the_written_keys():
+    arms = _arms({
+        "grpo": {"preset": "grpo", "std_power": 1},
+        "dapo": {"preset": "dapo"},
+        "grpo_adaptive": {"preset": "grpo", "group_size": "adaptive"},
+        "dr_adaptive": {"std_power": 0.0, "length_norm": "constant", "group_size": "adaptive"},
+        "dr_grpo": {"preset": "dr_grpo"},
+    })  # fmt: skip
+    assert allocation_pairs(arms) == {"grpo_adaptive": "grpo", "dr_adaptive": "dr_grpo"}
+    # the constant normalizer's L_max is the generation limit, resolved once for every arm
+    assert arms["dr_grpo"].dial.max_length == 24
+    assert arms["grpo_adaptive"].allocation.g_max == 16
+
+
+def test_an_arm_problem_names_the_arm():
+    with pytest.raises(ConfigError, match=r"^config error at 'dials\.x': std_power must be in"):
+        _arms({"x": {"std_power": 1.5}})
+    with pytest.raises(ConfigError, match="unknown dial key 'g_max'"):
+        _arms({"x": {"g_max": 4}})
+
+
+def test_a_job_rebuilds_the_arm_from_its_fields():
+    arm = read_arm({"preset": "dapo", "group_size": "adaptive"}, {"g_max": 8}, max_new_tokens=9)
+    fields = {"dial": asdict(arm.dial), "allocation": asdict(arm.allocation)}
+    assert arm_from_fields(copy.deepcopy(fields)) == arm
+    with pytest.raises(ValueError, match="std_power"):
+        arm_from_fields({**fields, "dial": {**fields["dial"], "std_power": 3.0}})
+
+
+def test_stateful_arms_are_the_newer_estimators():
+    assert [stateful(read_arm({"preset": p})) for p in ("grpo", "dr_grpo", "dapo")] == [False] * 3
+    names = ("lambda_grpo", "stratified_grpo", "hadw_grpo")
+    assert all(stateful(read_arm({"preset": p})) for p in names)
+    assert preset("grpo") == Dial()
+
+
+def test_gpu_jobs_count_visible_gpus_or_one():
+    assert gpu_jobs(0, visible=0) == 0
+    assert gpu_jobs(1, visible=0) == 1
+    assert gpu_jobs(1, visible=4) == 4
+
+
+def test_the_default_plans_every_arm_once(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    config["resources_dir"] = str(tmp_path / "resources")
+    validate_config(config, SCHEMA)
+    plan = build_plan(config, ROOT, tmp_path)
+    assert list(plan.arms) == list(config["dials"])
+    assert plan.runs == [[d, s] for d in config["dials"] for s in config["train"]["seeds"]]
+    for name, arm in plan.arms.items():
+        assert arm_from_fields(plan.arm_fields[name]) == arm
+    assert set(plan.allocation_pairs) <= set(plan.arms)
+    assert plan.tables[-1] == "base_policy"

@@ -1,0 +1,66 @@
+"""The config's one validation pass: the same defaults as snakemake's validate, computed by
+snakemake itself as the second way, and the first error as one line naming its key."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from grpo_dial.dag import ConfigError
+from grpo_dial.dag.schema import config_error, read_schema, validate_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _merged(*names: str) -> dict:
+    """The embedded default with overlays merged on top, key by key (as --configfile does)."""
+
+    def merge(base: dict, over: dict) -> None:
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = value
+
+    config: dict = {}
+    for name in names:
+        merge(config, yaml.safe_load((ROOT / "config" / name).read_text()) or {})
+    return config
+
+
+@pytest.mark.parametrize(
+    "overlays",
+    [("config.yaml",), ("config.yaml", "full.yaml"), ("config.yaml", "smoke.yaml"),
+     ("config.yaml", "gpu.yaml"), ("config.yaml", "estimators.yaml")],
+)  # fmt: skip
+def test_defaults_are_snakemakes(overlays):
+    config = _merged(*overlays)
+    ours, theirs = copy.deepcopy(config), copy.deepcopy(config)
+    assert config_error(ours, read_schema(SCHEMA)) is None
+    validate(theirs, str(SCHEMA))
+    assert ours == theirs
+    assert ours != config  # defaults were filled
+
+
+@pytest.mark.parametrize(
+    "override, where",
+    [
+        ({"simulate": {"steps": "many"}}, "simulate.steps"),
+        ({"dials": {"x": {"std_power": 2}}}, "dials.x.std_power"),
+        ({"dials": {"x": {"preset": "grpo", "g_max": 3}}}, "dials.x"),
+        ({"typo_key": 1}, "<top level>"),
+    ],
+)
+def test_the_first_error_is_one_line_naming_its_key(override, where):
+    config = _merged("config.yaml")
+    config.update(override)
+    with pytest.raises(ConfigError) as info:
+        validate_config(config, SCHEMA)
+    message = str(info.value)
+    assert message.startswith(f"config error at '{where}': ")
+    assert "\n" not in message
