@@ -232,8 +232,8 @@ def allocate_budget(
     p = theory._prob(p)
     if p.ndim != 1:
         raise ValueError(f"p must be 1-D (one pass rate per prompt), got shape {p.shape}")
-    budget = int(theory._int(budget, "budget", lo=0))
-    g_min, g_max = int(theory._int(g_min, "g_min")), int(theory._int(g_max, "g_max"))
+    budget = int(theory._int_array(budget, "budget", lo=0))
+    g_min, g_max = int(theory._int_array(g_min, "g_min")), int(theory._int_array(g_max, "g_max"))
     if g_max < g_min:
         raise ValueError(f"g_max ({g_max}) must be >= g_min ({g_min})")
     uniq, inv = np.unique(p, return_inverse=True)  # (U,), (J,)
