@@ -131,7 +131,9 @@ def test_parity_of_the_three_forwards_is_float_rounding(cpu_run):
 def test_decode_and_update_against_the_memory_model(cpu_run):
     data, _ = cpu_run
     shapes = data["meta"]["shapes"]
+    assert data["decode"]["passrate_sampler"]["status"] == "ok"
     sampler = data["decode"]["sampler"]
+    assert sampler["status"] == "ok"
     assert [r["alive_check_every"] for r in sampler["runs"]] == shapes["alive_every"]
     for r in sampler["runs"]:  # no EOS is ever drawn: every row runs to the end
         assert r["tokens"] == sampler["rows"] * sampler["new_tokens"] and r["tokens_per_s"] > 0
@@ -143,7 +145,7 @@ def test_decode_and_update_against_the_memory_model(cpu_run):
     mbs = shapes["micro_batches"]
     assert runs == {(mb, ck) for mb in mbs for ck in (False, True)}
     for r in update["runs"]:
-        assert r["finite"] and r["tokens_per_s"] > 0
+        assert r["status"] == "ok" and r["finite"] and r["tokens_per_s"] > 0
         assert sum(b["rows"] for b in r["buckets"]) == update["rows"]  # every row forwarded
         assert all(b["rows"] <= r["micro_batch"] for b in r["buckets"])
         for b in r["buckets"]:
@@ -190,7 +192,22 @@ def test_a_failing_part_is_recorded_in_one_line_and_the_next_still_runs(tmp_path
     assert "more detail" in (tmp_path / "device_check.log").read_text()  # the traceback
     assert "decode: failed: RuntimeError" in (tmp_path / "device_check.txt").read_text()
     late = device_check.Report(tmp_path / "late", budget_s=10, meta={})
-    assert late.part("update", lambda: {"x": 1})["status"] == "skipped"  # needs 60 s
+    assert late.part("update", lambda: {"x": 1})["status"] == "skipped"  # needs 90 s
+
+
+def test_the_shapes_are_config_gpu_yamls():
+    from grpo_dial.tools.device_env import Shapes, merged_config
+    from grpo_dial.tools.device_probes import attention_shapes
+
+    shapes = Shapes.of(merged_config(REPO / "config" / "gpu.yaml", REPO), tiny=False)
+    assert (shapes.rows, shapes.max_new_tokens, shapes.prompt_len) == (256, 384, 256)
+    assert shapes.micro_batches == (16, 64) and shapes.generation_batch == 256
+    assert (shapes.passrate_rows, shapes.passrate_group) == (512, 16)
+    assert shapes.alive_every == (1, 8, 32) and shapes.precision == "bf16"
+    attention = attention_shapes(shapes, 9, 3, 64)
+    assert attention["update_response"][:6] == (16, 9, 3, 383, 639, 64)  # B H H_kv T S hd
+    assert attention["update_prompt"][:5] == (2, 9, 3, 256, 256)  # one prompt per group of 8
+    assert attention["passrate_decode"][:5] == (512, 9, 3, 1, 639)
 
 
 def test_put_records_the_reason_of_a_none():

@@ -50,13 +50,12 @@ def _sample(model, prompt, p_mask, counts, new_tokens, eos, precision, check_eve
                        check_every)  # fmt: skip
 
 
-def decode(shapes: Shapes, device: Device, tiny: bool) -> dict:
+def decode(shapes: Shapes, device: Device, tiny: bool, check) -> dict:
+    """Both samplers' shapes, each on its own (`check(name, fn)`: an out-of-memory at the
+    pass-rate sampler's 512 rows keeps the training sampler's numbers)."""
     from grpo_dial.tools.device_env import smollm2_model
 
     model = smollm2_model(device, tiny)
-    shape = memory.Shape.of(model.config)
-    vocab = model.config.vocab_size
-    eos = torch.tensor([vocab + 1], device=device.name)  # never drawn: every row runs to the end
     cases = {
         "sampler": (shapes.generation_batch, shapes.group_size, shapes.max_new_tokens,
                     shapes.alive_every),
@@ -64,31 +63,38 @@ def decode(shapes: Shapes, device: Device, tiny: bool) -> dict:
                              shapes.passrate_new_tokens, shapes.alive_every[1:2]),
     }  # fmt: skip
     out: dict = {"precision": shapes.precision, "prompt_len": shapes.prompt_len}
-    for name, (rows, g, new_tokens, every) in cases.items():
-        m = max(1, rows // g)
-        prompt, p_mask = _prompts(vocab, m, shapes.prompt_len, device, seed=1)
-        counts = torch.full((m,), g, device=device.name)
-        predicted = memory.sampler_bytes(shape, m * g, shapes.prompt_len, new_tokens, None,
-                                         shapes.precision, g)  # fmt: skip
-        case: dict = {"rows": m * g, "group_size": g, "new_tokens": new_tokens, "runs": []}
-        put(case, "predicted_peak_gib", gib(predicted["peak"]))
-        run = partial(_sample, model, prompt, p_mask, counts, new_tokens, eos, shapes.precision)
-        run(every[0])  # warm-up: kernels, allocator
-        for check_every in every:
-            seconds, peak, result = device.timed(partial(run, check_every))
-            tokens = int(result[1].sum())
-            measured = None if peak is None else peak + 4 * shape.params
-            entry = {"alive_check_every": check_every, "seconds": round(seconds, 3),
-                     "tokens": tokens, "tokens_per_s": round(tokens / seconds, 1)}  # fmt: skip
-            put(entry, "peak_gib", gib(measured), cuda_only(device.name))
-            put(entry, "predicted_over_measured", ratio(predicted["peak"], measured),
-                cuda_only(device.name))  # fmt: skip
-            case["runs"].append(entry)
-        out[name] = case
+    for name, case in cases.items():
+        out[name] = check(name, partial(_decode_case, model, shapes, device, *case))
         device.free()
     del model
     device.free()
     return out
+
+
+def _decode_case(model, shapes: Shapes, device: Device, rows, g, new_tokens, every) -> dict:
+    shape = memory.Shape.of(model.config)
+    vocab = model.config.vocab_size
+    eos = torch.tensor([vocab + 1], device=device.name)  # never drawn: every row runs to the end
+    m = max(1, rows // g)
+    prompt, p_mask = _prompts(vocab, m, shapes.prompt_len, device, seed=1)
+    counts = torch.full((m,), g, device=device.name)
+    predicted = memory.sampler_bytes(shape, m * g, shapes.prompt_len, new_tokens, None,
+                                     shapes.precision, g)  # fmt: skip
+    case: dict = {"rows": m * g, "group_size": g, "new_tokens": new_tokens, "runs": []}
+    put(case, "predicted_peak_gib", gib(predicted["peak"]))
+    run = partial(_sample, model, prompt, p_mask, counts, new_tokens, eos, shapes.precision)
+    run(every[0])  # warm-up: kernels, allocator
+    why = cuda_only(device.name)
+    for check_every in every:
+        seconds, peak, result = device.timed(partial(run, check_every))
+        tokens = int(result[1].sum())
+        measured = None if peak is None else peak + 4 * shape.params
+        entry = {"alive_check_every": check_every, "decode_seconds": round(seconds, 3),
+                 "tokens": tokens, "tokens_per_s": round(tokens / seconds, 1)}  # fmt: skip
+        put(entry, "peak_gib", gib(measured), why)
+        put(entry, "predicted_over_measured", ratio(predicted["peak"], measured), why)
+        case["runs"].append(entry)
+    return case
 
 
 # --------------------------------------------------------------------------- the update
@@ -160,7 +166,9 @@ def _bucket_report(bucket: dict, shape, precision: str, checkpointing: bool, dev
     return out
 
 
-def update(shapes: Shapes, device: Device, tiny: bool) -> dict:
+def update(shapes: Shapes, device: Device, tiny: bool, check) -> dict:
+    """Every (micro_batch, checkpointing) on its own (`check(name, fn)`: an out-of-memory at
+    micro_batch 64 keeps the others' numbers)."""
     from grpo_dial.core.advantage import advantages, preset
     from grpo_dial.policy.model import enable_gradient_checkpointing
     from grpo_dial.tools.device_env import smollm2_model
@@ -168,53 +176,63 @@ def update(shapes: Shapes, device: Device, tiny: bool) -> dict:
     from grpo_dial.train.config import TrainConfig
 
     model = smollm2_model(device, tiny)
-    shape = memory.Shape.of(model.config)
     rollouts, rewards = mixed_rollouts(shapes, model.config.vocab_size, device)
     dial = preset("grpo")
     adv = advantages(rewards, rollouts.group_ids.cpu(), dial)  # (N,)
-    base_cfg = TrainConfig(device=device.name, precision=shapes.precision, progress=False,
-                           lr=1e-6)  # fmt: skip
-    optimizer = step.make_optimizer(model, base_cfg)
+    base = TrainConfig(device=device.name, precision=shapes.precision, progress=False, lr=1e-6)
+    optimizer = step.make_optimizer(model, base)
     tokens = int(rollouts.prompt_mask.sum() + rollouts.response_mask.sum())
+    params = sum(p.numel() for p in model.parameters())
     out: dict = {
-        "params_m": round(shape.params / 1e6, 2), "rows": len(rollouts), "tokens": tokens,
+        "params_m": round(params / 1e6, 2), "rows": len(rollouts), "tokens": tokens,
         "mixed_groups": int((adv != 0).sum()) == len(rollouts), "precision": shapes.precision,
         "runs": [],
     }  # fmt: skip
-    first = replace(base_cfg, micro_batch=shapes.micro_batches[0])
+    first = replace(base, micro_batch=shapes.micro_batches[0])
     step.policy_update(model, optimizer, rollouts, adv, dial, first)  # warm-up; AdamW state
-    original = step.bucket_logprobs
     for checkpointing in (False, True):
         if checkpointing:
             enable_gradient_checkpointing(model)
         for mb in shapes.micro_batches:
-            cfg = replace(base_cfg, micro_batch=mb, gradient_checkpointing=checkpointing)
-            spy = BucketSpy(device, original)
-            step.bucket_logprobs = spy
-            try:
-                optimizer.zero_grad(set_to_none=True)
-                spy.base = device.start()
-                update = partial(step.policy_update, model, optimizer, rollouts, adv, dial, cfg)
-                seconds, _, result = device.timed(update)
-            finally:
-                step.bucket_logprobs = original
-            peak = None  # the whole update: every bucket, then clipping and AdamW's step
-            if device.cuda:
-                after = torch.cuda.max_memory_allocated() - spy.base
-                peak = max([after] + [b["peak"] for b in spy.buckets])
-            buckets = [_bucket_report(b, shape, shapes.precision, checkpointing, device)
-                       for b in spy.buckets]  # fmt: skip
-            worst = max(memory.bucket_bytes(shape, b["rows"], b["prompt_len"], b["response_len"],
-                                            shapes.precision, b["unique_prompts"], checkpointing,
-                                            device.cuda) for b in spy.buckets)  # fmt: skip
-            entry = {"micro_batch": mb, "checkpointing": checkpointing,
-                     "seconds": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 1),
-                     "finite": bool(result.finite), "buckets": buckets}  # fmt: skip
-            put(entry, "peak_above_static_gib", gib(peak), cuda_only(device.name))
-            put(entry, "predicted_above_static_gib", gib(4 * shape.params + worst))
-            entry["predicted_update_peak_gib"] = gib(16 * shape.params + worst)
-            out["runs"].append(entry)
+            cfg = replace(base, micro_batch=mb, gradient_checkpointing=checkpointing)
+            run = partial(_update_run, model, optimizer, rollouts, adv, dial, cfg, device, tokens)
+            name = f"micro_batch {mb}{' checkpointing' if checkpointing else ''}"
+            entry = check(name, run)
+            out["runs"].append({"micro_batch": mb, "checkpointing": checkpointing, **entry})
+            optimizer.zero_grad(set_to_none=True)
             device.free()
     del model, optimizer, rollouts
     device.free()
     return out
+
+
+def _update_run(model, optimizer, rollouts, adv, dial, cfg, device: Device, tokens) -> dict:
+    """One measured policy_update: per bucket (`BucketSpy`) and whole."""
+    from grpo_dial.train import step
+
+    shape = memory.Shape.of(model.config)
+    checkpointing, precision = cfg.gradient_checkpointing, cfg.precision
+    original = step.bucket_logprobs
+    spy = BucketSpy(device, original)
+    step.bucket_logprobs = spy
+    try:
+        optimizer.zero_grad(set_to_none=True)
+        spy.base = device.start()
+        update = partial(step.policy_update, model, optimizer, rollouts, adv, dial, cfg)
+        seconds, _, result = device.timed(update)
+    finally:
+        step.bucket_logprobs = original
+    peak = None  # the whole update: every bucket, then clipping and AdamW's step
+    if device.cuda:
+        after = torch.cuda.max_memory_allocated() - spy.base
+        peak = max([after] + [b["peak"] for b in spy.buckets])
+    buckets = [_bucket_report(b, shape, precision, checkpointing, device) for b in spy.buckets]
+    worst = max(memory.bucket_bytes(shape, b["rows"], b["prompt_len"], b["response_len"],
+                                    precision, b["unique_prompts"], checkpointing, device.cuda)
+                for b in spy.buckets)  # fmt: skip
+    entry = {"update_seconds": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 1),
+             "finite": bool(result.finite), "buckets": buckets}  # fmt: skip
+    put(entry, "peak_above_static_gib", gib(peak), cuda_only(device.name))
+    put(entry, "predicted_above_static_gib", gib(4 * shape.params + worst))
+    entry["predicted_update_peak_gib"] = gib(16 * shape.params + worst)
+    return entry

@@ -83,6 +83,9 @@ def _decode(e: dict) -> list[str]:
     out = []
     for name in ("sampler", "passrate_sampler"):
         case = e[name]
+        if case["status"] != "ok":
+            out.append(f"{name}: {_status(case)}")
+            continue
         runs = ", ".join(f"every {r['alive_check_every']}: {r['tokens_per_s']} tok/s, peak "
                          f"{_fmt(r['peak_gib'])} GiB" for r in case["runs"])  # fmt: skip
         out.append(f"{name} {case['rows']} rows x {case['new_tokens']} tokens: {runs}; "
@@ -93,6 +96,9 @@ def _decode(e: dict) -> list[str]:
 def _update(e: dict) -> list[str]:
     out = [f"{e['rows']} rows, {e['tokens']} tokens, every group mixed: {e['mixed_groups']}"]
     for r in e["runs"]:
+        if r["status"] != "ok":
+            out.append(f"micro_batch {r['micro_batch']}: {_status(r)}")
+            continue
         ratios = [b["fused_over_measured"] for b in r["buckets"]
                   if b.get("fused_over_measured") is not None]  # fmt: skip
         span = f"{min(ratios)}-{max(ratios)}" if ratios else "-"
