@@ -158,7 +158,7 @@ class Shapes:
         """config/gpu.yaml's train and pass_rates sections: micro_batch and 4 x micro_batch
         (the 80 GB setting its comment names), alive_check_every 1, its value and 4 x."""
         if tiny:
-            return cls(2, 4, 12, 16, (2, 4), 8, 8, 4, 8, (1, 4), "fp32", True)
+            return cls(2, 4, 12, 16, (2, 4), 8, 8, 4, 8, (1, 4), "bf16", True)  # as on the GPU
         train, rates = config["train"], config["pass_rates"]
         mb = int(train.get("micro_batch") or train["prompts_per_step"] * train["group_size"])
         every = int(train.get("alive_check_every", 8))
