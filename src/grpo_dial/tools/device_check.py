@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 import traceback
@@ -140,7 +141,8 @@ def run(args: argparse.Namespace) -> dict:
     report.part("parity", lambda: device_probes.parity(shapes, device, args.tiny))
     report.part("decode", lambda: device_memory.decode(shapes, device, args.tiny, report.check))
     report.part("update", lambda: device_memory.update(shapes, device, args.tiny, report.check))
-    work = args.out / "work"
+    work = args.out / "work"  # a rerun into the same --out must not resume the last run's steps
+    shutil.rmtree(work, ignore_errors=True)
     report.part("train", lambda: device_train.train_runs(shapes, device, work, report.check))
     report.part("trl", lambda: device_train.trl_step(shapes, device, work))
     return report.data
