@@ -154,7 +154,7 @@ def test_the_guard_sees_a_planted_upward_import(tmp_path):
 
 def test_workflow_glue_is_thin():
     """common.smk holds target lists and glue (the checks live in grpo_dial.dag), and
-    workflow/scripts holds one generic stage entry beside the GPU check."""
+    workflow/scripts holds one generic stage entry."""
     common = WORKFLOW / "rules" / "common.smk"
     lines = len(common.read_text().splitlines())
     assert lines < MAX_COMMON_LINES, f"common.smk has {lines} lines (>= {MAX_COMMON_LINES})"

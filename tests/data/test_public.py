@@ -190,7 +190,7 @@ def test_network_errors_are_retried_then_one_line(tmp_path, monkeypatch) -> None
 
 
 def test_public_names_in_task_specs_become_paths(shared_data) -> None:
-    """What a script outside Snakemake (gpu_check) does with config/gpu.yaml's math task."""
+    """What a script outside Snakemake does with config/gpu.yaml's math task."""
     from grpo_dial.data.public import with_public_paths
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

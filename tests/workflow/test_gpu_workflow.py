@@ -1,10 +1,9 @@
 """GPU and cluster execution without a GPU: dry runs of config/gpu.yaml locally, with the SLURM
-profile and with the local multi-GPU profile, the base-model wiring and the GPU check script (the
-per-job GPU claim is tested in tests/policy/test_devices.py)."""
+profile and with the local multi-GPU profile and the base-model wiring (the per-job GPU claim is
+tested in tests/policy/test_devices.py; the device check in tests/tools/test_device_check.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 
@@ -188,111 +187,6 @@ def test_bad_precision_fails_before_any_job(tmp_path):
     assert result.returncode != 0
     assert "config error at 'train.precision'" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-
-
-# --------------------------------------------------------------------------- the GPU check script
-
-
-def load_gpu_check():
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check", REPO / "workflow" / "scripts" / "gpu_check.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_gpu_check_arguments_and_reduced_chain(tmp_path, capsys):
-    gpu_check = load_gpu_check()
-    args = gpu_check.parse_args([])
-    assert args.config == REPO / "config" / "gpu.yaml" and args.steps == 2 and not args.chain
-    with pytest.raises(SystemExit):
-        gpu_check.parse_args(["--steps", "0"])
-    assert gpu_check.main(["--dry-run", "--out", str(tmp_path)]) == 0
-    assert "--resources gpu=1" in capsys.readouterr().out
-
-    # the reduced overlay on config/gpu.yaml: every dial for `steps` steps, one seed, one GPU
-    overlay = gpu_check.reduced_overlay(tmp_path / "chain", 3)
-    config = gpu_check.merge(gpu_check.load_config(REPO / "config" / "gpu.yaml"), overlay)
-    assert config["train"]["steps"] == 3 and config["train"]["seeds"] == [0]
-    assert config["train"]["precision"] == "bf16" and config["model"]["base"] == "smollm2"
-    path = tmp_path / "reduced.yaml"
-    path.write_text(yaml.safe_dump(overlay))
-    command = gpu_check.chain_command(REPO / "config" / "gpu.yaml", path, 2)
-    result = subprocess.run(
-        [*command, "-n"], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    jobs = planned_jobs(result.stdout)
-    assert jobs["train"] == len(config["dials"]) == 6 and jobs["convert_smollm"] == 1
-    assert str(tmp_path / "chain" / "train" / "grpo" / "seed0") in result.stdout
-
-
-def test_gpu_check_without_cuda_stops_with_one_line(tmp_path, capsys):
-    if __import__("torch").cuda.is_available():
-        pytest.skip("a CUDA GPU is visible")
-    gpu_check = load_gpu_check()
-    assert gpu_check.main(["--skip-chain", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("gpu_check: gpu_check needs a CUDA GPU") and "\n" not in err
-    assert not (tmp_path / "gpu_check.json").exists()
-
-
-def test_gpu_check_measures_throughput_on_cpu(tmp_path):
-    """The measurement itself, on a tiny policy and the arithmetic task (memory is CUDA-only)."""
-    from grpo_dial.data.tasks import get_task
-    from grpo_dial.policy.model import (
-        PolicySpec,
-        build_char_tokenizer,
-        build_tiny_llama,
-        save_policy,
-    )
-
-    gpu_check = load_gpu_check()
-    config = gpu_check.load_config(REPO / "config" / "smoke.yaml")
-    config["train"].update(prompts_per_step=2, group_size=2, max_new_tokens=8, precision="bf16")
-    task = get_task(config["task"]["name"], **config["task"]["options"])
-    tokenizer = build_char_tokenizer(task.alphabet)
-    spec = PolicySpec(n_layers=1, hidden_size=32, n_heads=2, intermediate_size=64)
-    save_policy(build_tiny_llama(spec, tokenizer, seed=0), tokenizer, tmp_path / "policy")
-    report = gpu_check.measure(str(tmp_path / "policy"), config, "cpu")
-    assert report["responses"] == 4 and report["precision"] == "bf16"
-    assert 4 <= report["generated_tokens"] <= 4 * 8
-    assert report["update_tokens"] > report["generated_tokens"]
-    assert report["generation_tokens_per_s"] > 0 and report["update_tokens_per_s"] > 0
-    assert report["peak_memory_generation_gib"] is None and report["update_finite"]
-    assert report["peak_reserved_update_gib"] is None and report["predicted_peak_gib"] == {}
-
-
-@pytest.mark.parametrize(("target", "setting"), [("policy_update", "micro_batch"),
-                                                 ("generate_groups", "generation_batch")])
-def test_gpu_check_names_the_setting_to_lower_when_out_of_memory(tmp_path, monkeypatch, target,
-                                                                 setting):  # fmt: skip
-    import torch
-
-    from grpo_dial.policy import rollout
-    from grpo_dial.policy.model import (
-        PolicySpec,
-        build_char_tokenizer,
-        build_tiny_llama,
-        save_policy,
-    )
-    from grpo_dial.train import step
-
-    gpu_check = load_gpu_check()
-    config = gpu_check.load_config(REPO / "config" / "smoke.yaml")
-    config["train"].update(prompts_per_step=2, group_size=2, max_new_tokens=4, micro_batch=3)
-    tokenizer = build_char_tokenizer("0123456789+-*= ")
-    spec = PolicySpec(n_layers=1, hidden_size=32, n_heads=2, intermediate_size=64)
-    save_policy(build_tiny_llama(spec, tokenizer, seed=0), tokenizer, tmp_path / "policy")
-
-    def oom(*args, **kwargs):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
-
-    monkeypatch.setattr(step if target == "policy_update" else rollout, target, oom)
-    with pytest.raises(ValueError, match=rf"out of GPU memory .* lower train\.{setting}") as err:
-        gpu_check.measure(str(tmp_path / "policy"), config, "cpu")
-    assert "\n" not in str(err.value)
 
 
 def test_rule_params_reach_the_train_config():
