@@ -45,6 +45,9 @@ from grpo_dial.data.sources import (  # noqa: E402
     is_hub_id,
     missing_path,
 )
+from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
+
+fit_to_cluster(workflow, WorkflowError)  # cluster profile: threads = cpus_per_task; jobs fit sinfo
 
 
 def _note(message):
