@@ -149,3 +149,23 @@ def test_threads_equal_cpus_per_task_under_the_slurm_profiles(profile):
     assert {"warm_start", "estimate_pass_rates", "calibrate_lr", "train"} <= seen
     if profile == "slurm" and (os.cpu_count() or 1) < 8:  # the case: more CPUs than this machine
         assert dict((rule, threads) for rule, threads, _ in jobs)["train"] == 8
+
+
+@pytest.mark.workflow
+def test_cluster_check_command_names_the_misfit(tmp_path, monkeypatch, capsys):
+    from grpo_dial.tools.cli import main
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    sinfo = tmp_path / "sinfo.txt"
+    sinfo.write_text("node1|main*|2|20000|(null)\n")  # 2 CPUs, 20 GB, no GPU
+    common = ["--configfile", "config/smoke.yaml", "--config",
+              f"results_dir={tmp_path / 'results'}", "--sinfo", str(sinfo)]  # fmt: skip
+    assert main(["cluster-check", "--profile", "workflow/profiles/slurm_small", *common]) == 0
+    assert "each fit a node of 1" in capsys.readouterr().out
+    assert main(["cluster-check", "--profile", "workflow/profiles/slurm", *common]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("grpo-dial: error: cluster check: rule ")
+    big = ("warm_start", "estimate_pass_rates", "calibrate_lr", "train")
+    assert any(f"rule {rule} asks for cpus_per_task=" in err for rule in big), err
+    assert "node1 with 2 CPUs, 20000 MB" in err

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 SINFO_FORMAT = "%N|%P|%c|%m|%G"  # node, partition (default marked *), CPUs, memory MB, GRES
 
@@ -256,3 +257,59 @@ def install(workflow, error: type[Exception]) -> None:
             raise error(f"cluster check: {problem}")
 
     workflow.onstart(check)
+
+
+# ------------------------------------------------------------------ grpo-dial cluster-check
+def dry_run_requests(stdout: str) -> list[Request]:
+    """(rule, threads, resources) of every job block that `snakemake -n` prints, as requests."""
+    requests, rule, threads = [], None, 1
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            rule = line.split()[1].rstrip(":") if line.startswith("rule ") else None
+            threads = 1
+        elif line.startswith("threads:"):
+            threads = int(line.split()[1])
+        elif line.startswith("resources:") and rule is not None:
+            pairs = [part.strip().split("=", 1) for part in line[len("resources:"):].split(",")]
+            requests.append(job_request(rule, dict(p for p in pairs if len(p) == 2), threads))
+            rule = None
+    return requests
+
+
+def cluster_check_command(args) -> None:
+    """Every job of a dry run under the profile (all of them: --forceall) against the nodes."""
+    if not Path("Snakefile").exists():
+        raise ValueError("cluster-check runs snakemake: call it in the repository root")
+    if args.sinfo:
+        nodes = parse_sinfo(Path(args.sinfo).read_text())
+        source = args.sinfo
+    else:
+        nodes, source = query_sinfo(), "sinfo"
+    if not nodes:
+        raise ValueError(f"no nodes from {source}; on a machine without SLURM give --sinfo FILE "
+                         f"(the cluster's `sinfo -h -N -o '{SINFO_FORMAT}'`)")
+    command = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", args.profile]
+    for flag, values in (("--configfile", args.configfile), ("--config", args.config)):
+        if values:
+            command += [flag, *values]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ValueError(f"the dry run under {args.profile} failed: {last}")
+    requests = dry_run_requests(done.stdout)
+    if (problem := check_jobs(requests, nodes)) is not None:
+        raise ValueError(f"cluster check: {problem}")
+    rules = len({request.rule for request in requests})
+    print(f"cluster check: {len(requests)} jobs of {rules} rules under {args.profile} each fit "
+          f"a node of {len(nodes)} ({source})")
+
+
+def add_command(sub) -> None:
+    """`grpo-dial cluster-check` on the CLI's subparsers."""
+    parser = sub.add_parser("cluster-check", help="does every job of a profile fit a node (sinfo)")
+    parser.add_argument("--profile", required=True, help="e.g. workflow/profiles/slurm_small")
+    parser.add_argument("--configfile", nargs="*", help="config overlays, as snakemake's")
+    parser.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="as snakemake's")
+    parser.add_argument("--sinfo", help="a saved `sinfo -h -N -o '%%N|%%P|%%c|%%m|%%G'` (offline)")
+    parser.set_defaults(func=cluster_check_command)
