@@ -93,7 +93,7 @@ fi
 
 # ------------------------------------------------------------------ the configuration
 HOST=$(hostname -s)
-CPUS=$(nproc)
+CPUS=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # GNU nproc obeys OMP_NUM_THREADS
 AVAILABLE_MB=$(( $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) / 1024 ))
 MEM_MB=$(( AVAILABLE_MB * 9 / 10 ))   # what jobs may use now, below what slurmd measures
 if [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == cgroup2fs && "${GRPO_SLURM_CGROUP:-0}" == 1 ]]; then
@@ -138,11 +138,12 @@ $ACCOUNTING
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=main Nodes=$HOST Default=YES MaxTime=INFINITE State=UP"
 
-# the same mode and every daemon alive: nothing to do
+# the same configuration (memory aside, which moves) and every daemon alive: nothing to do
 daemons=(slurmctld slurmd); [[ "$MODE" == accounting ]] && daemons+=(mariadb slurmdbd)
 up=1
 for name in "${daemons[@]}"; do alive "$name" || up=0; done
-if ((up)) && [[ -e "$CONF" ]] && [[ "$(head -1 "$CONF")" == "$(head -1 <<<"$NEW_CONF")" ]]; then
+same() { sed -E 's/RealMemory=[0-9]+//' "$@"; }
+if ((up)) && [[ -e "$CONF" ]] && [[ "$(same "$CONF")" == "$(same <<<"$NEW_CONF")" ]]; then
     log "already up ($MODE): $(sinfo -h -o '%n %c CPUs %m MB %T')"
     exit 0
 fi

@@ -181,11 +181,10 @@ def test_smoke_config_through_sbatch_every_job_completes_with_the_local_tables(c
     assert_same_tables(tables(root / "local"), tables(root / "slurm"))
 
 
-def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cluster, smoke_runs):
-    """scancel of the running `train` job after its first checkpoint: Snakemake's retry
-    (retries: 1) resubmits it, it resumes there, and its tables and weights equal the
-    uninterrupted run's."""
-    results = smoke_runs["root"] / "slurm"
+def cancel_and_resume(results: Path, profile: Path, accounting: bool | None) -> str:
+    """Rerun the finished `train` job TRAIN of a run through sbatch, scancel it once its first
+    checkpoint is written, and check that the retry resumed it to the same tables and weights.
+    Returns a one-line note."""
     dial, seed = TRAIN
     run_dir = results / "train" / dial / f"seed{seed}"
     ckpt = results / "checkpoints" / dial / f"seed{seed}"
@@ -195,10 +194,11 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cl
     shutil.rmtree(run_dir)
     shutil.rmtree(ckpt, ignore_errors=True)
     log.unlink()
-    proc = snakemake("--profile", str(smoke_runs["profile"]), "--configfile", "config/smoke.yaml",
-                     "--config", f"results_dir={results}", str(run_dir / "steps.parquet"),
-                     popen=True)  # fmt: skip
-    cancelled, deadline = None, time.time() + 900
+    start = time.perf_counter()
+    proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
+                     "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
+                     popen=True)  # targets first: --config takes every word after it  # fmt: skip
+    cancelled, deadline = None, time.time() + 1800
     while cancelled is None and proc.poll() is None and time.time() < deadline:
         if (ckpt / FILENAME).exists():
             out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"],
@@ -209,19 +209,34 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cl
                     subprocess.run(["scancel", job], check=True)
                     cancelled = job
         time.sleep(0.05)
-    output, _ = proc.communicate(timeout=900)
+    output, _ = proc.communicate(timeout=1800)
+    seconds = time.perf_counter() - start
     assert cancelled is not None, "train finished before a checkpoint was seen\n" + output[-3000:]
     assert proc.returncode == 0, output[-6000:]
     ids = slurm_ids(output)
     assert len(ids) == 2 and ids[0] == cancelled, (ids, cancelled)  # the job, then its retry
-    if cluster["accounting"]:
-        states = sacct_states(ids)
+    states = sacct_states(ids) if accounting else {}
+    if accounting:
         assert states[ids[0]].startswith("CANCELLED") and states[ids[1]] == "COMPLETED", states
     text = log.read_text()
     assert text.count(ATTEMPT_MARKER) == 2, text[-3000:]
-    assert re.search(r"resuming from .* after step [1-9]\d* of", text), text[-3000:]
+    resumed = re.search(r"resuming from .* after step (\d+) of (\d+)", text)
+    assert resumed and int(resumed.group(1)) >= 1, text[-3000:]
     assert_same_tables(reference, tables(run_dir))
     assert (run_dir / "final" / "model.safetensors").read_bytes() == weights
+    return (f"train {dial} seed {seed}: SLURM job {ids[0]} cancelled after its checkpoint "
+            f"({states.get(ids[0], 'cancelled')}), retry {ids[1]} ({states.get(ids[1], 'done')}) "
+            f"resumed after step {resumed.group(1)} of {resumed.group(2)}; "
+            f"{len(reference)} tables and the weights identical; {seconds:.0f} s")
+
+
+def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cluster, smoke_runs):
+    """scancel of the running `train` job after its first checkpoint: Snakemake's retry
+    (retries: 1) resubmits it, it resumes there, and its tables and weights equal the
+    uninterrupted run's."""
+    note = cancel_and_resume(smoke_runs["root"] / "slurm", smoke_runs["profile"],
+                             cluster["accounting"])  # fmt: skip
+    print(note)
 
 
 def test_a_request_no_node_can_hold_stops_before_any_submission(cluster, tmp_path):
@@ -250,9 +265,8 @@ def test_without_accounting_the_run_finishes_through_squeue(cluster, tmp_path):
     try:
         profile = make_profile(tmp_path / "profile", accounting=False)
         target = tmp_path / "results" / "passrates" / "synthetic.parquet"
-        run = snakemake("--configfile", "config/smoke.yaml", "--profile", str(profile),
-                        "--config", f"results_dir={tmp_path / 'results'}", str(target),
-                        timeout=600)  # fmt: skip
+        run = snakemake(str(target), "--configfile", "config/smoke.yaml", "--profile", str(profile),
+                        "--config", f"results_dir={tmp_path / 'results'}", timeout=600)  # fmt: skip
         output = run.stdout + run.stderr
         assert run.returncode == 0, output[-4000:]
         assert "job status comes from squeue" in output
