@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 CONFIG ?= config/config.yaml
 BIN := $(VENV)/bin
 
-.PHONY: install reproduce test lint clean
+.PHONY: install reproduce test test-slurm lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
@@ -35,6 +35,13 @@ reproduce: $(BIN)/.installed
 
 test: $(BIN)/.installed-smollm
 	$(BIN)/python -m pytest
+
+# The SLURM tests on a one-node cluster of this machine (root and apt-get; tests/cluster/slurm_up.sh,
+# docs/cluster.md): brought up, tested, stopped. Without root or apt-get it says so and skips.
+test-slurm: $(BIN)/.installed-smollm
+	@tests/cluster/slurm_up.sh; rc=$$?; \
+	if [ $$rc -eq 77 ]; then exit 0; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
+	$(BIN)/python -m pytest -m slurm tests/cluster; rc=$$?; tests/cluster/slurm_down.sh; exit $$rc
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests workflow/scripts

@@ -33,3 +33,4 @@ rule all:
     input:
         all_targets(),
     default_target: True
+    localrule: True  # no sbatch job for the target list under a cluster profile

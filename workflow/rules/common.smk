@@ -23,6 +23,9 @@ from grpo_dial.dag.plan import (  # noqa: E402
 from grpo_dial.dag.resources import gpu_jobs  # noqa: E402
 from grpo_dial.dag.schema import validate_config  # noqa: E402
 from grpo_dial.data.sources import OFFLINE_VARIABLES  # noqa: E402
+from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
+
+fit_to_cluster(workflow, WorkflowError)  # cluster profile: threads = cpus_per_task; jobs fit sinfo
 
 try:
     validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")  # + defaults

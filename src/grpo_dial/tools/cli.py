@@ -4,6 +4,7 @@ grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
 grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
 grpo-dial bench --workload fixed free --steps 20     our GRPO step against TRL's GRPOTrainer
 grpo-dial memory --configfile config/gpu.yaml        predicted peak GPU memory of a config
+grpo-dial cluster-check --profile workflow/profiles/slurm   every job fits a node of sinfo
 """
 
 from __future__ import annotations
@@ -230,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_mem.add_argument("--configfile", nargs="+", required=True, help="overlays, as snakemake's")
     p_mem.add_argument("--prompt-len", type=int, default=256, help="longest prompt in tokens")
     p_mem.set_defaults(func=memory)
+    from grpo_dial.tools.cluster_check import add_command  # grpo-dial cluster-check
+
+    add_command(sub)
     return parser
 
 
