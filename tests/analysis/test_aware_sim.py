@@ -25,8 +25,9 @@ def _drifts(spec: dict, ac: float, ae: float) -> np.ndarray:
     """(seeds, 2) drift of theta_= and theta_~ over STEPS steps."""
     dial, _ = read_arm(spec, None, max_new_tokens=64)
     runs = [
-        simulate_tail(dial, compute_accuracy=ac, estimate_accuracy=ae, core=CORE, steps=STEPS,
-                      lr=LR, seed=s)  # fmt: skip
+        simulate_tail(
+            dial, compute_accuracy=ac, estimate_accuracy=ae, core=CORE, steps=STEPS, lr=LR, seed=s
+        )  # fmt: skip
         for s in range(SEEDS)
     ]
     return np.array([r[-1] - r[0] for r in runs])

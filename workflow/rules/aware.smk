@@ -5,7 +5,8 @@ AWARE_ENABLED = POLICY_ENABLED and config["task"]["name"] == "aware"
 
 
 def aware_targets():
-    return [f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []
+    bridge = [f"{RESULTS}/aware/bridge.csv"] if AWARE_BRIDGE else []
+    return ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + bridge
 
 
 rule aware_summary:
@@ -16,6 +17,7 @@ rule aware_summary:
     output:
         steps=f"{RESULTS}/aware/steps.parquet",
         runs=f"{RESULTS}/aware/runs.csv",
+        decomposition=f"{RESULTS}/aware/decomposition.csv",
         drift=report(
             f"{RESULTS}/aware/drift.csv", caption="../report/aware_drift_table.rst",
             category="Length by correctness",
@@ -41,12 +43,17 @@ rule aware_figure:
     input:
         steps=f"{RESULTS}/aware/steps.parquet",
         drift=f"{RESULTS}/aware/drift.csv",
+        decomposition=f"{RESULTS}/aware/decomposition.csv",
     output:
         png=report(
             f"{RESULTS}/figures/aware.png", caption="../report/aware.rst",
             category="Length by correctness",
         ),
         pdf=f"{RESULTS}/figures/aware.pdf",
+        decomposition_png=report(
+            f"{RESULTS}/figures/aware_decomposition.png", caption="../report/aware.rst",
+            category="Length by correctness",
+        ),
     log:
         f"{RESULTS}/logs/figures/aware_figure.log",
     benchmark:
@@ -57,3 +64,25 @@ rule aware_figure:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/aware_figure.py"
+
+
+AWARE_BRIDGE = "math_cot" in REAL_LENGTH_INPUTS  # several samples of one model per prompt
+
+
+rule aware_bridge:
+    """The push GRPO's 1/|o| would put on a real model's lengths (math_cot_100), with intervals."""
+    input:
+        responses=f"{RESULTS}/real_lengths/responses.parquet",
+    output:
+        bridge=f"{RESULTS}/aware/bridge.csv",
+    log:
+        f"{RESULTS}/logs/aware/aware_bridge.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware/aware_bridge.tsv"
+    params:
+        n_boot=config["real_lengths"]["n_boot"],
+        seed=config["real_lengths"]["seed"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/aware_bridge.py"

@@ -202,7 +202,9 @@ def drift_table(
     reference dial (bootstrap interval), and the closed form's SGD and Adam-normalized ratios
     (module docstring; for d_correct from the correct-path prediction, else the wrong path)."""
     if reference not in set(runs["dial"]):
-        raise ValueError(f"reference dial {reference!r} has no runs; dials: {sorted(set(runs['dial']))}")
+        raise ValueError(
+            f"reference dial {reference!r} has no runs; dials: {sorted(set(runs['dial']))}"
+        )
     ref = runs[runs["dial"] == reference]
     rows = []
     for dial, d in runs.groupby("dial", sort=False):
@@ -215,11 +217,47 @@ def drift_table(
             sgd = u_arm / u_ref if u_ref else float("nan")
             rows.append(
                 {
-                    "dial": dial, "n_seeds": len(d), "quantity": q, "mean": m, "lo": lo, "hi": hi,
-                    "ratio": r, "ratio_lo": rlo, "ratio_hi": rhi, "ratio_sgd": sgd,
+                    "dial": dial,
+                    "n_seeds": len(d),
+                    "quantity": q,
+                    "mean": m,
+                    "lo": lo,
+                    "hi": hi,
+                    "ratio": r,
+                    "ratio_lo": rlo,
+                    "ratio_hi": rhi,
+                    "ratio_sgd": sgd,
                     "ratio_adam": sgd * g_ref / g_arm if g_arm else float("nan"),
-                    "pred_sgd": float(d["pred_correct" if q == "d_correct" else "pred_wrong"].mean()),
-                    "grad_norm": g_arm, "clip_share": float(d["clip_share"].mean()),
+                    "pred_sgd": float(
+                        d["pred_correct" if q == "d_correct" else "pred_wrong"].mean()
+                    ),
+                    "grad_norm": g_arm,
+                    "clip_share": float(d["clip_share"].mean()),
                 }  # fmt: skip
             )
     return pd.DataFrame(rows, columns=DRIFT_COLUMNS)
+
+
+DECOMPOSITION_TERMS = ("total", "mix", "within_correct", "within_incorrect")
+
+
+def run_decomposition(responses: pd.DataFrame, fraction: float = 0.2) -> dict:
+    """The length change of one run split into mix / within correct / within incorrect
+    (analysis/decompose.decompose, characters, first vs last window of steps)."""
+    from grpo_dial.analysis.decompose import decompose
+
+    steps = np.sort(responses["step"].unique())
+    n = max(1, int(round(len(steps) * fraction)))
+    terms = decompose(responses, steps[:n], steps[-n:])
+    return {q: float(terms[q]) for q in DECOMPOSITION_TERMS}
+
+
+def decomposition_table(per_run: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
+    """Per dial and term: seed mean with its Student-t interval (columns dial, term, mean, lo,
+    hi, n_seeds)."""
+    rows = []
+    for dial, d in per_run.groupby("dial", sort=False):
+        for q in DECOMPOSITION_TERMS:
+            m, lo, hi = seed_interval(d[q].to_numpy(), level)
+            rows.append({"dial": dial, "term": q, "mean": m, "lo": lo, "hi": hi, "n_seeds": len(d)})
+    return pd.DataFrame(rows, columns=["dial", "term", "mean", "lo", "hi", "n_seeds"])

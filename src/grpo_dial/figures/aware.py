@@ -44,12 +44,14 @@ def aware_figure(steps: pd.DataFrame, drift: pd.DataFrame, reference: str = "grp
     ax1.set(xlabel="drift of log T~ - log T= (90% over seeds)")
 
     ratio = drift[drift["quantity"] == "d_wrong"].set_index("dial").reindex(dials)
-    ax2.errorbar(
-        ratio["ratio"], y, xerr=[ratio["ratio"] - ratio["ratio_lo"], ratio["ratio_hi"] - ratio["ratio"]],
-        fmt="o", color="black", capsize=3, label="measured",
-    )  # fmt: skip
-    ax2.scatter(ratio["ratio_sgd"], y - 0.15, marker="s", color="#1f4e79", label="closed form (SGD)")
-    ax2.scatter(ratio["ratio_adam"], y + 0.15, marker="^", color="#c0504d", label="closed form / |g|")
+    err = [ratio["ratio"] - ratio["ratio_lo"], ratio["ratio_hi"] - ratio["ratio"]]
+    ax2.errorbar(ratio["ratio"], y, xerr=err, fmt="o", color="black", capsize=3, label="measured")
+    ax2.scatter(
+        ratio["ratio_sgd"], y - 0.15, marker="s", color="#1f4e79", label="closed form (SGD)"
+    )
+    ax2.scatter(
+        ratio["ratio_adam"], y + 0.15, marker="^", color="#c0504d", label="closed form / |g|"
+    )
     ax2.axvline(0, color="grey", lw=0.8)
     ax2.axvline(1, color="grey", lw=0.8, ls=":")
     ax2.set_yticks(y, [label(d) for d in dials])
@@ -60,8 +62,32 @@ def aware_figure(steps: pd.DataFrame, drift: pd.DataFrame, reference: str = "grp
     g = con.loc[reference] if reference in con.index else None
     head = (
         f"{label(reference)} moves the tail contrast by {g['mean']:+.2f} (90% {g['lo']:+.2f} to "
-        f"{g['hi']:+.2f})" if g is not None and np.isfinite(g["mean"]) else "no reference run"
+        f"{g['hi']:+.2f})"
+        if g is not None and np.isfinite(g["mean"])
+        else "no reference run"
     )
     fig.suptitle(f"Aware tail: {head}; the closed form predicts zero for the constant normalizer")
+    fig.tight_layout()
+    return fig
+
+
+def decomposition_figure(table: pd.DataFrame) -> plt.Figure:
+    """table: analysis/aware.decomposition_table (dial, term, mean, lo, hi). One panel per term
+    of the length change (characters, last - first window), dials as rows, 90 % over seeds."""
+    theme()
+    terms = ["total", "mix", "within_correct", "within_incorrect"]
+    dials = list(dict.fromkeys(table["dial"]))
+    fig, axes = plt.subplots(1, len(terms), figsize=(16, 0.45 * len(dials) + 1.8), sharey=True)
+    y = np.arange(len(dials))
+    for ax, term in zip(axes, terms, strict=True):
+        t = table[table["term"] == term].set_index("dial").reindex(dials)
+        ax.errorbar(t["mean"], y, xerr=[t["mean"] - t["lo"], t["hi"] - t["mean"]], fmt="o",
+                    color="black", capsize=3)  # fmt: skip
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set(title=term.replace("_", " "), xlabel="characters")
+    axes[0].set_yticks(y, [label(d) for d in dials])
+    inc = table[table["term"] == "within_incorrect"].set_index("dial")
+    head = ", ".join(f"{label(d)} {inc.loc[d, 'mean']:+.2f}" for d in dials[:3] if d in inc.index)
+    fig.suptitle(f"Aware tail, length change split by correctness; within incorrect: {head}")
     fig.tight_layout()
     return fig

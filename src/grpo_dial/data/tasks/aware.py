@@ -97,7 +97,9 @@ class AwareTask:
         if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 64:
             raise ValueError(f"tail_mean must be a number in [0, 64], got {t!r}")
         # validates operands / digits with arithmetic's own one-line errors
-        object.__setattr__(self, "_sums", ArithmeticTask(operands=self.operands, digits=self.digits))
+        object.__setattr__(
+            self, "_sums", ArithmeticTask(operands=self.operands, digits=self.digits)
+        )
         object.__setattr__(self, "operands", self._sums.operands)
         object.__setattr__(self, "digits", self._sums.digits)
 
@@ -150,7 +152,9 @@ class AwareTask:
         """A core drawn as during RL followed by a blind tail of T ~ Geometric(mean tail_mean)
         fillers: the base policy's tail length ignores the mode (awareness is RL's to use)."""
         if style not in self.styles:
-            raise ValueError(f"style={style!r} is not valid; choose one of {', '.join(self.styles)}")
+            raise ValueError(
+                f"style={style!r} is not valid; choose one of {', '.join(self.styles)}"
+            )
         q = self.tail_mean / (1 + self.tail_mean)  # continue probability: E[T] = q / (1 - q)
         t = int(rng.geometric(1 - q)) - 1 if q > 0 else 0  # numpy's geometric starts at 1
         return self.response_prefix(problem, rng) + FILLER * t

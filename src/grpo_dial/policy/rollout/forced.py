@@ -28,7 +28,9 @@ def draw_prefixes(
     if not has_prefix(task):
         return None
     sizes = [counts] * len(problems) if isinstance(counts, int) else [int(c) for c in counts]
-    return [task.response_prefix(p, rng) for p, g in zip(problems, sizes, strict=True) for _ in range(g)]
+    return [
+        task.response_prefix(p, rng) for p, g in zip(problems, sizes, strict=True) for _ in range(g)
+    ]
 
 
 def encode_prefixes(tokenizer, prefixes: list[str], device) -> tuple[Tensor, Tensor]:
