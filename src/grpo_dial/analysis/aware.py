@@ -1,10 +1,11 @@
 """The aware-tail runs against the closed form (issue 27; task data/tasks/aware.py).
 
-Per step of a run (`step_table`, first-round responses of responses.parquet): the tail T (the
-`redundant` characters = tokens of the char-level policy) by mode ("~" estimate, "=" compute) and
-by correctness, the pass rate p, the measured awareness a = P(~ | wrong) - P(~ | correct), the
-within-group AUC of the tail for wrongness (analysis/channel.py) and the core's tokens c = |o| - T
-(mode, answer and EOS). The tail parameters of the closed form's model are theta = log E[T | mode]
+Per step of a run (`step_table`, first-round responses of responses.parquet): the tail T in
+tokens (|o| minus the forced core's tokens, the logged `prefix`, minus the EOS of a finished
+response; characters would count a special token the policy emits as its 5 printed characters)
+by mode ("~" estimate, "=" compute) and by correctness, the pass rate p, the measured awareness
+a = P(~ | wrong) - P(~ | correct), the within-group AUC of the tail for wrongness
+(analysis/channel.py) and the core's tokens c = |o| - T (mode, answer and EOS). The tail parameters of the closed form's model are theta = log E[T | mode]
 (a geometric tail has E[T] = e^theta), so a run's drift is
 
     d_wrong = theta_~(last window) - theta_~(first window),   d_correct likewise for "=",
@@ -55,7 +56,7 @@ def _mean(x: np.ndarray) -> float:
 
 def step_table(responses: pd.DataFrame) -> pd.DataFrame:
     """One row per step (STEP_COLUMNS) from a run's responses table with a `prefix` column."""
-    need = ["step", "group", "reward", "redundant", "tokens", "prefix", "truncated"]
+    need = ["step", "group", "reward", "tokens", "prefix", "truncated"]
     missing = [c for c in need if c not in responses.columns]
     if missing:
         raise ValueError(f"responses table lacks column(s) {missing} (not an aware-task run?)")
@@ -67,7 +68,9 @@ def step_table(responses: pd.DataFrame) -> pd.DataFrame:
         mode = d["prefix"].astype(str).str[:1].to_numpy()
         est = mode == ESTIMATE
         wrong = d["reward"].to_numpy() == 0
-        t = d["redundant"].to_numpy(dtype=float)
+        finished = ~d["truncated"].to_numpy(dtype=bool)
+        core = d["prefix"].astype(str).str.len().to_numpy() + finished  # one token per character
+        t = np.maximum(d["tokens"].to_numpy(dtype=float) - core, 0.0)
         te, tc = _mean(t[est]), _mean(t[mode == COMPUTE])
         pw, pc = _mean(est[wrong].astype(float)), _mean(est[~wrong].astype(float))
         rows.append(
@@ -79,7 +82,7 @@ def step_table(responses: pd.DataFrame) -> pd.DataFrame:
                 "pi_wrong": pw,
                 "pi_correct": pc,
                 "auc_tail": within_group_auc(d["group"].to_numpy(), wrong, t),
-                "core": float((d["tokens"].to_numpy(dtype=float) - t).mean()),
+                "core": float(core.mean()),
                 "tail": float(t.mean()),
                 "tail_estimate": te,
                 "tail_compute": tc,
