@@ -5,8 +5,9 @@ tokens (|o| minus the forced core's tokens, the logged `prefix`, minus the EOS o
 response; characters would count a special token the policy emits as its 5 printed characters)
 by mode ("~" estimate, "=" compute) and by correctness, the pass rate p, the measured awareness
 a = P(~ | wrong) - P(~ | correct), the within-group AUC of the tail for wrongness
-(analysis/channel.py) and the core's tokens c = |o| - T (mode, answer and EOS). The tail parameters of the closed form's model are theta = log E[T | mode]
-(a geometric tail has E[T] = e^theta), so a run's drift is
+(analysis/channel.py) and the core's tokens c = |o| - T (mode, answer and EOS). The tail
+parameters of the closed form's model are theta = log E[T | mode] (a geometric tail has
+E[T] = e^theta), so a run's drift is
 
     d_wrong = theta_~(last window) - theta_~(first window),   d_correct likewise for "=",
 
@@ -264,3 +265,27 @@ def decomposition_table(per_run: pd.DataFrame, level: float = 0.9) -> pd.DataFra
             m, lo, hi = seed_interval(d[q].to_numpy(), level)
             rows.append({"dial": dial, "term": q, "mean": m, "lo": lo, "hi": hi, "n_seeds": len(d)})
     return pd.DataFrame(rows, columns=["dial", "term", "mean", "lo", "hi", "n_seeds"])
+
+
+def summary_lines(drift: pd.DataFrame, bridge: pd.DataFrame | None = None) -> list[str]:
+    """Markdown lines for summary.md (analysis/summary_text.py may call this): each dial's drift
+    of the mode contrast with its 90 % interval and ratio to GRPO, measured and closed form; the
+    real-model bridge's within-group AUC and push when given."""
+    con = drift[drift["quantity"] == "contrast"]
+    wrong = drift[drift["quantity"] == "d_wrong"].set_index("dial")
+    parts = []
+    for _, r in con.iterrows():
+        w = wrong.loc[r["dial"]] if r["dial"] in wrong.index else None
+        ratio = "" if w is None else f", ratio {w['ratio']:.2f} (closed form {w['ratio_sgd']:.2f})"
+        parts.append(f"{r['dial']} {r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]{ratio}")
+    lines = ["- Aware tail, drift of log T~ - log T= (90 % over seeds): " + "; ".join(parts) + "."]
+    if bridge is not None and len(bridge):
+        b = bridge.set_index("quantity")
+        lines.append(
+            f"- Real model (math_cot_100): within-group AUC of length for being wrong "
+            f"{b.loc['auc', 'value']:.2f} [{b.loc['auc', 'lo']:.2f}, {b.loc['auc', 'hi']:.2f}]; "
+            f"GRPO's 1/|o| pushes wrong answers by {b.loc['pressure_wrong', 'value']:+.0f} "
+            f"[{b.loc['pressure_wrong', 'lo']:+.0f}, {b.loc['pressure_wrong', 'hi']:+.0f}] "
+            "characters per unit advantage."
+        )
+    return lines
