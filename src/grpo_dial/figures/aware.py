@@ -35,16 +35,18 @@ def aware_figure(steps: pd.DataFrame, drift: pd.DataFrame, reference: str = "grp
 
     con = drift[drift["quantity"] == "contrast"].set_index("dial").reindex(dials)
     y = np.arange(len(dials))
-    ax1.errorbar(
-        con["mean"], y, xerr=[con["mean"] - con["lo"], con["hi"] - con["mean"]], fmt="o",
-        color="black", capsize=3,
-    )  # fmt: skip
+    cerr = [(con["mean"] - con["lo"]).clip(lower=0), (con["hi"] - con["mean"]).clip(lower=0)]
+    ax1.errorbar(con["mean"], y, xerr=cerr, fmt="o", color="black", capsize=3)
     ax1.axvline(0, color="grey", lw=0.8)
     ax1.set_yticks(y, [label(d) for d in dials])
     ax1.set(xlabel="drift of log T~ - log T= (90% over seeds)")
 
     ratio = drift[drift["quantity"] == "d_wrong"].set_index("dial").reindex(dials)
-    err = [ratio["ratio"] - ratio["ratio_lo"], ratio["ratio_hi"] - ratio["ratio"]]
+    # a ratio of seed means can fall outside its bootstrap percentiles when GRPO's mean is near 0
+    err = [
+        (ratio["ratio"] - ratio["ratio_lo"]).clip(lower=0),
+        (ratio["ratio_hi"] - ratio["ratio"]).clip(lower=0),
+    ]
     ax2.errorbar(ratio["ratio"], y, xerr=err, fmt="o", color="black", capsize=3, label="measured")
     ax2.scatter(
         ratio["ratio_sgd"], y - 0.15, marker="s", color="#1f4e79", label="closed form (SGD)"
