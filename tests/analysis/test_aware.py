@@ -128,3 +128,38 @@ def test_bridge_aware_and_blind():
     assert blind.loc["pressure_net", "value"] == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="lacks"):
         length_bridge(_groups(True).drop(columns="correct"))
+
+
+def test_summary_lines_and_figures_from_the_tables(tmp_path):
+    from grpo_dial.analysis.aware import summary_lines
+    from grpo_dial.figures import save
+    from grpo_dial.figures.aware import aware_figure, decomposition_figure
+
+    s = step_table(_responses())
+    d = run_drift(s, pd.DataFrame({"grad_norm": [0.5]}), preset("grpo"), 4, 1, 0.1, 1.0, 0.5)
+    runs = pd.DataFrame(
+        [{"dial": a, "seed": k, **d, "contrast": c + 0.1 * k, "u_wrong": 0.01}
+         for a, c in (("grpo", 0.02), ("dr_grpo", 0.5)) for k in range(3)]
+    )  # fmt: skip
+    drift = drift_table(runs)  # GRPO's mean near 0: ratios fall outside their percentiles
+    lines = summary_lines(drift)
+    assert lines[0].startswith("- Aware tail") and "grpo +0.120" in lines[0]
+    steps = s.assign(dial="grpo", seed=0)
+    save(aware_figure(steps, drift), tmp_path / "a.png")
+    dec = decomposition_table(
+        pd.DataFrame(
+            [
+                {
+                    "dial": "grpo",
+                    "seed": k,
+                    "total": k,
+                    "mix": 0,
+                    "within_correct": 0,
+                    "within_incorrect": k,
+                }
+                for k in range(3)
+            ]
+        )  # fmt: skip
+    )
+    save(decomposition_figure(dec), tmp_path / "d.png")
+    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "d.png").stat().st_size > 0
