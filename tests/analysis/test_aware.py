@@ -75,7 +75,8 @@ def test_run_drift_and_tables():
     assert d["contrast"] == pytest.approx(np.log(5.0 / 3.0))
     assert d["clip_share"] == 0.5 and d["grad_norm"] == 1.25
     runs = pd.DataFrame(
-        [{"dial": "grpo", "seed": k, **d, "d_wrong": 1.0 + 0.1 * k, "u_wrong": 0.01} for k in range(3)]
+        [{"dial": "grpo", "seed": k, **d, "d_wrong": 1.0 + 0.1 * k, "u_wrong": 0.01}
+         for k in range(3)]
         + [{"dial": "dr", "seed": k, **d, "d_wrong": 0.5 + 0.05 * k, "u_wrong": 0.0}
            for k in range(3)]
     )  # fmt: skip
