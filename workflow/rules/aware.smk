@@ -2,11 +2,10 @@
 # run's tail by mode against the closed form (analysis/aware.py), reusing channel.reference and
 # decompose.window_fraction.
 AWARE_ENABLED = POLICY_ENABLED and config["task"]["name"] == "aware"
-
-
-def aware_targets():
-    bridge = [f"{RESULTS}/aware/bridge.csv"] if AWARE_BRIDGE else []
-    return ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + bridge
+AWARE_BRIDGE = AWARE_ENABLED and "math_cot" in REAL_LENGTH_INPUTS  # 8 samples of one model per prompt
+AWARE_TARGETS = ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + (
+    [f"{RESULTS}/aware/bridge.csv"] if AWARE_BRIDGE else []
+)  # read by all_targets (common.smk)
 
 
 rule aware_summary:
@@ -65,8 +64,6 @@ rule aware_figure:
     script:
         "../scripts/aware_figure.py"
 
-
-AWARE_BRIDGE = "math_cot" in REAL_LENGTH_INPUTS  # several samples of one model per prompt
 
 
 rule aware_bridge:

@@ -470,7 +470,7 @@ def all_targets():
         targets += expand(f"{RESULTS}/figures/{{name}}.png", name=TRAINING_FIGURES)
     if CHANNEL_ENABLED:
         targets += [f"{RESULTS}/figures/channel.png", f"{RESULTS}/figures/length_drift_runs.png"]
-    targets += aware_targets()  # workflow/rules/aware.smk
+    targets += AWARE_TARGETS  # workflow/rules/aware.smk
     if REAL_LENGTH_INPUTS:
         targets.append(f"{RESULTS}/figures/real_lengths.png")
     if ALLOCATION_PAIRS:
