@@ -178,6 +178,7 @@ def all_targets():
         targets += expand(f"{RESULTS}/figures/{{name}}.png", name=TRAINING_FIGURES)
     if PLAN.channel_enabled:
         targets += [f"{RESULTS}/figures/channel.png", f"{RESULTS}/figures/length_drift_runs.png"]
+    targets += AWARE_TARGETS  # workflow/rules/aware.smk
     if REAL_LENGTH_INPUTS:
         targets.append(f"{RESULTS}/figures/real_lengths.png")
     if ALLOCATION_PAIRS:

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from grpo_dial.data.tasks.base import Problem, Task
 from grpo_dial.passrates.tables import validate_passrates
-from grpo_dial.policy.rollout import generate_groups
+from grpo_dial.policy.rollout import forced, generate_groups
 
 EXTRA_COLUMNS = (
     "wilson_lo",
@@ -82,14 +82,16 @@ def estimate_pass_rates(
         raise ValueError(f"duplicate prompt_id {ids[ids.duplicated()].iloc[0]!r} among problems")
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(int(seed))
+    prefix_rng = np.random.default_rng(int(seed))  # a task's forced cores (rollout/forced.py)
 
     correct, truncated, length, work, redundant = [], [], [], [], []
     starts = range(0, len(problems), prompts_per_batch)
     for lo in tqdm(starts, desc="pass rates", disable=not progress):
         batch = problems[lo : lo + prompts_per_batch]
         r = generate_groups(
-            model, tokenizer, batch, n_samples, max_new_tokens, temperature, generator
-        )
+            model, tokenizer, batch, n_samples, max_new_tokens, temperature, generator,
+            prefixes=forced.draw_prefixes(task, batch, n_samples, prefix_rng),
+        )  # fmt: skip
         finished = r.finished.tolist()
         for prob, text, fin in zip(r.problems, r.texts, finished, strict=True):
             verdict = task.verify(prob, text, fin)

@@ -64,7 +64,7 @@ STEP_COLUMNS = (
 MASS_COLUMNS = ("step", "band", "n_groups", "mass", "share")
 RESPONSE_COLUMNS = (
     "step group prompt_id difficulty k G reward length tokens truncated advantage work redundant "
-    "resample_round trained"
+    "resample_round trained prefix"
 ).split()
 EVAL_COLUMNS = (
     "step mode difficulty n accuracy mean_len mean_len_correct mean_len_incorrect".split()
@@ -324,6 +324,7 @@ def record_step(
         "redundant": batch.redundant,
         "resample_round": batch.rounds,
         "trained": trained,
+        "prefix": ro.prefixes or [""] * len(ro),  # a task's forced core (rollout/forced.py)
     }
     records["responses"].append(response_chunk(step, columns))
 

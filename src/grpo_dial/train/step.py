@@ -44,7 +44,7 @@ from grpo_dial.core.token_weights import lambda_objective, weighted_sum
 from grpo_dial.data.tasks.base import Problem, Task
 from grpo_dial.policy import activation_record
 from grpo_dial.policy.model import autocast
-from grpo_dial.policy.rollout import Rollouts, bucket_logprobs, concat, generate_groups
+from grpo_dial.policy.rollout import Rollouts, bucket_logprobs, concat, forced, generate_groups
 from grpo_dial.train import estimator
 from grpo_dial.train import records as rec
 from grpo_dial.train.batch import Batch, UpdateResult
@@ -116,6 +116,7 @@ def sample_batch(
         sizes = np.full(need, config.group_size) if allocate is None else allocate(index)
         drawn.append((index, np.asarray(sizes, dtype=np.int64), np.full(need, j)))
         funded = np.flatnonzero(drawn[-1][1] > 0)
+        sized = [pool[i] for i in index[funded]], drawn[-1][1][funded].tolist()
         part = generate_groups(
             model,
             tokenizer,
@@ -127,6 +128,7 @@ def sample_batch(
             generation_batch=config.generation_batch,
             record=_records(model, config, int(drawn[-1][1][funded].sum())),
             check_every=config.alive_check_every,
+            prefixes=forced.draw_prefixes(task, *sized, rng),
         )
         parts.append(part)
         scored.append(score(task, part))
@@ -217,7 +219,7 @@ def policy_update(
     mask = train.response_mask  # (B, T)
     group_ids = train.group_ids.to(mask.device)  # (B,)
     token_weights = advantage.make_token_weights(dial)  # chosen once per call
-    weights = token_weights(mask, group_ids, lam)  # (B, T), before any forward
+    weights = forced.free_weights(token_weights(mask, group_ids, lam), train.forced)  # (B, T)
     row_loss = torch.zeros(len(train), dtype=torch.float64, device=mask.device)  # (B,) L_i
     adv = adv.to(mask.device)  # (B,)
     active = (adv != 0) if ref_logp is None else None  # (B,) rows that carry a gradient
@@ -227,7 +229,7 @@ def policy_update(
     for update in range(config.updates_per_batch):
         optimizer.zero_grad(set_to_none=True)
         if lam is not None and update > 0:  # the last step moved lambda: its weights moved too
-            weights = token_weights(mask, group_ids, lam)
+            weights = forced.free_weights(token_weights(mask, group_ids, lam), train.forced)
         loss_sum, kl_sum, backward = 0.0, 0.0, False
         buckets = bucket_logprobs(model, forwarded, config.micro_batch)
         while True:
@@ -292,6 +294,7 @@ def evaluate(
     chunk = config.prompts_per_step * config.group_size
     generator = torch.Generator(device=config.device)
     generator.manual_seed(1_000_003 * (config.seed + 1) + step)
+    prefix_rng = np.random.default_rng([config.seed, step])  # a forced core, if the task has one
     modes = [("greedy", 1, 0.0)]
     if config.eval_samples:
         modes.append(("sampled", config.eval_samples, config.temperature))
@@ -311,6 +314,7 @@ def evaluate(
                 generator=generator,
                 generation_batch=config.generation_batch,
                 check_every=config.alive_check_every,
+                prefixes=forced.draw_prefixes(task, problems, samples, prefix_rng),
             )
             correct.append(score(task, ro)[0].cpu().numpy())
             lengths.append(rec.lengths_of(ro.texts))

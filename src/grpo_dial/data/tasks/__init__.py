@@ -5,7 +5,8 @@ YAML `task: {name: arithmetic, options: {operands: [2, 4]}}` becomes
 `get_task("arithmetic", operands=[2, 4])`. `option_error` gives the workflow the same check as
 one line before any job runs (building a task reads no data: the math pools load on first use).
 Registered: `arithmetic` (procedural sums, tasks/arithmetic.py) and `math` (GSM8K / MATH-500 /
-Big-Math checked by math-verify, tasks/math.py).
+Big-Math checked by math-verify, tasks/math.py) and `aware` (a forced mode + answer core, then a
+free tail: the length bias where the tail can know it is wrong, tasks/aware.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from grpo_dial.data.tasks.arithmetic import ArithmeticTask
+from grpo_dial.data.tasks.aware import AwareTask
 from grpo_dial.data.tasks.base import (
     GENERIC_STRATA,
     SPLITS,
@@ -29,10 +31,10 @@ from grpo_dial.data.tasks.base import (
 from grpo_dial.data.tasks.math import MathTask
 
 TASKS: Mapping[str, type] = MappingProxyType(
-    {ArithmeticTask.name: ArithmeticTask, MathTask.name: MathTask}
+    {ArithmeticTask.name: ArithmeticTask, MathTask.name: MathTask, AwareTask.name: AwareTask}
 )
 
-__all__ = ["SPLITS", "TASKS", "ArithmeticTask", "LengthSplit", "MathTask", "Problem", "Task"]
+__all__ = ["SPLITS", "TASKS", "ArithmeticTask", "AwareTask", "LengthSplit", "MathTask", "Problem", "Task"]
 __all__ += ["TaskOption", "Verdict"]
 __all__ += ["get_task", "option_error", "task_options"]
 __all__ += ["GENERIC_STRATA", "provided_strata", "stratum_error"]

@@ -32,6 +32,8 @@ class Rollouts:
     texts: list[str]  # (N,) decoded responses without EOS or padding
     pad_token_id: int = 0  # fills padded positions when batches are concatenated
     recorded: Recorded | None = None  # the sampler's projection outputs (reuse)
+    forced: Tensor | None = None  # (N,) leading response tokens the task forced (rollout/forced)
+    prefixes: list[str] | None = None  # (N,) the forced texts
 
     @property
     def response_lengths(self) -> Tensor:
@@ -58,6 +60,8 @@ class Rollouts:
             texts=[self.texts[i] for i in idx],
             pad_token_id=self.pad_token_id,
             recorded=None if self.recorded is None else self.recorded.take(rows),
+            forced=None if self.forced is None else self.forced[rows],
+            prefixes=None if self.prefixes is None else [self.prefixes[i] for i in idx],
         )
 
 
@@ -91,6 +95,23 @@ def concat(parts: list[Rollouts]) -> Rollouts:
         texts=[t for r in parts for t in r.texts],
         pad_token_id=pad,
         recorded=_concat_recorded(parts),
+        forced=_concat_forced(parts),
+        prefixes=None
+        if all(r.prefixes is None for r in parts)
+        else [t for r in parts for t in (r.prefixes or [""] * len(r))],
+    )
+
+
+def _concat_forced(parts: list[Rollouts]) -> Tensor | None:
+    """The parts' forced counts as one (N,), zeros for a part without any; None if none has."""
+    if all(r.forced is None for r in parts):
+        return None
+    return torch.cat(
+        [
+            r.forced if r.forced is not None else torch.zeros(len(r), dtype=torch.long,
+                                                              device=r.group_ids.device)
+            for r in parts
+        ]
     )
 
 

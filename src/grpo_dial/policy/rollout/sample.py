@@ -24,6 +24,7 @@ from torch import Tensor
 
 from grpo_dial.data.tasks.base import Problem
 from grpo_dial.policy import activation_record, lean_llama
+from grpo_dial.policy.rollout.forced import encode_prefixes
 from grpo_dial.policy.rollout.generic_forward import accepts, cache_arg, cache_of, select_rows
 from grpo_dial.policy.rollout.rollouts import Rollouts, pad_to
 
@@ -59,6 +60,7 @@ def generate_groups(
     generation_batch: int | None = None,
     record: bool = False,
     check_every: int = 8,
+    prefixes: list[str] | None = None,
 ) -> Rollouts:
     """G = group_size responses per problem, sampled with a KV cache.
 
@@ -82,6 +84,8 @@ def generate_groups(
     check_every: tokens between reads of how many rows are still running (each read is a host
     sync); the rollouts are the same for any value. Logits that are NaN or +inf (or all -inf)
     stop the sampling with a ValueError.
+    prefixes: one text per row (rollout/forced.py) written as the response's first tokens in
+    place of the sampled ones (`Rollouts.forced` counts them); None: nothing forced.
     """
     if not problems:
         raise ValueError("generate_groups needs at least one problem")
@@ -123,6 +127,11 @@ def generate_groups(
             p_mask[j, width - len(ids) :] = 1
     prompt, p_mask = prompt.to(device), p_mask.to(device)
     owner = torch.arange(len(problems), device=device).repeat_interleave(counts.to(device))  # (N,)
+    forced = None
+    if prefixes is not None:
+        if len(prefixes) != len(owner):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(owner)} responses")
+        forced = encode_prefixes(tokenizer, list(prefixes), device)  # (N, F), (N,)
 
     was_training = model.training
     model.eval()
@@ -140,13 +149,15 @@ def generate_groups(
                 probs, sizes = torch.unique_consecutive(owner[lo : lo + step], return_counts=True)
                 sub, sub_mask = prompt[probs], p_mask[probs]  # (M', P)
                 first = int(sub_mask.any(0).long().argmax())  # drop all-padding columns
-                part_buffers = None
+                part_buffers, part_forced = None, None
+                if forced is not None:
+                    part_forced = (forced[0][lo : lo + step], forced[1][lo : lo + step])
                 if buffers is not None:
                     part_buffers = [{k: b[lo : lo + step] for k, b in ly.items()} for ly in buffers]
                 parts.append(
                     _decode(
                         model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
-                        temperature, generator, eos, pad, part_buffers, check_every,
+                        temperature, generator, eos, pad, part_buffers, check_every, part_forced,
                     )  # fmt: skip
                 )
     finally:
@@ -178,6 +189,8 @@ def generate_groups(
         texts=decoded,
         pad_token_id=int(pad),
         recorded=recorded,
+        forced=None if forced is None else forced[1].clamp(max=out_mask.shape[1]),
+        prefixes=None if prefixes is None else list(prefixes),
     )
 
 
@@ -227,7 +240,7 @@ def _next_tokens(logits: Tensor, temperature: float, generator, rows: Tensor, n:
 
 def _decode(
     model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad, buffers=None,
-    check_every=1,
+    check_every=1, forced=None,
 ):  # fmt: skip
     """The sampling loop over M distinct prompts (M, P), prompt j sampled counts[j] times.
 
@@ -243,7 +256,7 @@ def _decode(
     own forward and cache. buffers (lean only): `activation_record.record_buffers` of these N
     rows, written at each forwarded position until the first rows leave the batch (per-row
     writes would cost the decode more than the reuse saves); then a 4th value: the positions
-    written."""
+    written. forced: (ids (N, F), lengths (N,)) written in place of the first draws."""
     device = prompt.device
     n = int(counts.sum())
     keep = {"logits_to_keep": 1} if accepts(model, "logits_to_keep") else {}
@@ -284,6 +297,8 @@ def _decode(
     for t in range(max_new_tokens):
         bad |= ~torch.isfinite(logits.amax(-1)).all()  # NaN, +inf or all -inf; no sync
         tok = _next_tokens(logits, temperature, generator, rows, n)  # (R,)
+        if forced is not None and t < forced[0].shape[1]:  # the task's prefix, not the draw
+            tok = torch.where(t < forced[1][rows], forced[0][rows, t], tok)  # (R,)
         tok = torch.where(alive, tok, pad)  # (R,)
         ended = alive & torch.isin(tok, eos)  # (R,)
         if len(rows) == n:  # nothing dropped yet: decode row r is row r
