@@ -15,7 +15,7 @@ from grpo_dial.analysis.aware import (
     step_table,
 )
 from grpo_dial.analysis.aware_bridge import length_bridge
-from grpo_dial.core.advantage import preset
+from grpo_dial.core.dial import preset
 from grpo_dial.core.length_drift import tail_drift
 
 

@@ -13,8 +13,8 @@ import yaml
 from scipy import stats
 
 from grpo_dial.analysis.aware_sim import simulate_tail
+from grpo_dial.core.dial import read_arm
 from grpo_dial.core.length_drift import tail_drift
-from grpo_dial.train.arms import read_arm
 
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "length_aware.yaml"
 ARMS = yaml.safe_load(CONFIG.read_text())["dials"]

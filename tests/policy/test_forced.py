@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import Dial
+from grpo_dial.core.dial import Dial
 from grpo_dial.data.tasks import AwareTask, get_task
 from grpo_dial.policy.model import PolicySpec, build_char_tokenizer, build_tiny_llama
 from grpo_dial.policy.rollout import concat, forced, generate_groups

@@ -27,14 +27,14 @@ rule aware_summary:
         f"{RESULTS}/benchmarks/aware/aware_summary.tsv"
     params:
         runs=RUNS,
-        dials=config["dials"],
+        arms=ARM_FIELDS,
         train=config["train"],
         window_fraction=config["decompose"]["window_fraction"],
         reference=config["channel"]["reference"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/aware_summary.py"
+        "../scripts/stage.py"
 
 
 rule aware_figure:
@@ -62,7 +62,7 @@ rule aware_figure:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/aware_figure.py"
+        "../scripts/stage.py"
 
 
 
@@ -82,4 +82,4 @@ rule aware_bridge:
     conda:
         "../../envs/grpo-dial.yaml"
     script:
-        "../scripts/aware_bridge.py"
+        "../scripts/stage.py"

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.analysis.channel import seed_interval, within_group_auc
-from grpo_dial.core.advantage import Dial
+from grpo_dial.core.dial import Dial
 from grpo_dial.core.length_drift import tail_drift
 
 ESTIMATE, COMPUTE = "~", "="

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from grpo_dial.core import advantage
-from grpo_dial.core.advantage import Dial
+from grpo_dial.core.dial import Dial
 from grpo_dial.policy.rollout.forced import free_weights
 
 

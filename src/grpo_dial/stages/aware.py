@@ -27,14 +27,14 @@ def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         run_drift,
         step_table,
     )
-    from grpo_dial.train.arms import read_arm
+    from grpo_dial.core.dial import arm_from_fields
 
     train = params["train"]
     G, M = int(train["group_size"]), int(train["prompts_per_step"])
     runs = [(str(d), int(s)) for d, s in params["runs"]]
     all_steps, per_run, terms = [], [], []
     for (d, s), resp, stp in zip(runs, input["responses"], input["steps"], strict=True):
-        dial, _ = read_arm(params["dials"][d], None, max_new_tokens=train["max_new_tokens"])
+        dial = arm_from_fields(params["arms"][d]).dial
         responses = read_table(resp)
         steps = step_table(responses)
         terms.append(

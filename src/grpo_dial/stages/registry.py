@@ -50,6 +50,9 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "import_run": "external.import_run",
     "diagnose_run": "external.diagnose_run",
     "external_figure": "external.external_figure",
+    "aware_summary": "aware.aware_summary",
+    "aware_figure": "aware.aware_figure",
+    "aware_bridge": "aware.aware_bridge",
 }
 
 

@@ -169,7 +169,8 @@ def _bucket_report(bucket: dict, shape, precision: str, checkpointing: bool, dev
 def update(shapes: Shapes, device: Device, tiny: bool, check) -> dict:
     """Every (micro_batch, checkpointing) on its own (`check(name, fn)`: an out-of-memory at
     micro_batch 64 keeps the others' numbers)."""
-    from grpo_dial.core.advantage import advantages, preset
+    from grpo_dial.core.advantage import advantages
+    from grpo_dial.core.dial import preset
     from grpo_dial.policy.model import enable_gradient_checkpointing
     from grpo_dial.tools.device_env import smollm2_model
     from grpo_dial.train import step

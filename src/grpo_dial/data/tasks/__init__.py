@@ -34,7 +34,8 @@ TASKS: Mapping[str, type] = MappingProxyType(
     {ArithmeticTask.name: ArithmeticTask, MathTask.name: MathTask, AwareTask.name: AwareTask}
 )
 
-__all__ = ["SPLITS", "TASKS", "ArithmeticTask", "AwareTask", "LengthSplit", "MathTask", "Problem", "Task"]
+__all__ = ["SPLITS", "TASKS", "ArithmeticTask", "AwareTask", "LengthSplit", "MathTask", "Problem"]
+__all__ += ["Task"]
 __all__ += ["TaskOption", "Verdict"]
 __all__ += ["get_task", "option_error", "task_options"]
 __all__ += ["GENERIC_STRATA", "provided_strata", "stratum_error"]
