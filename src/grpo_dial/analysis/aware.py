@@ -119,14 +119,14 @@ def predicted_step(
         np.maximum(steps["core"].to_numpy(dtype=float), 1.0),
         group_size,
         std_power=float(dial.std_power),
-        normalizer=norm,
+        length_norm=norm,
         awareness=a,
         scope="batch" if norm == "token" else "group",
         n_groups=int(groups),
         ddof=int(dial.std_ddof),
         eps=float(dial.eps),
         silent=dial.silent,
-        resample_rounds=int(dial.max_resample_rounds) if dial.silent == "drop" else 0,
+        max_resample_rounds=int(dial.max_resample_rounds) if dial.silent == "drop" else 0,
     )
     return np.asarray(drift.wrong), np.asarray(drift.correct)
 
