@@ -35,7 +35,6 @@ from grpo_dial.core.advantage import (
     token_weights,
     unified_weights,
 )
-from grpo_dial.core.difficulty_anchor import START, AnchorState, anchor_before, anchor_update
 from grpo_dial.data.tasks import ArithmeticTask
 from grpo_dial.data.tasks.base import GENERIC_STRATA, provided_strata, stratum_error
 
@@ -94,13 +93,14 @@ def _sgn(x: float) -> float:
 
 
 def _ref_hadw(adv, rewards, ids, anchor_of_group, scale) -> list[float]:
-    """HA-DW: A_i Phi_i, Phi_i = scale exp(-sgn(A_i) (p_hat_g - C_g)), p_hat_g the group's mean."""
+    """HA-DW: A_i Phi_i, Phi_i = scale exp(-sgn(r_i - p_hat_g) (p_hat_g - C_g)), p_hat_g the
+    group's mean: the sign of the group advantage of the raw rewards, whatever A_i is."""
     out = list(adv)
     for g, members in _members(ids).items():
         p_hat = statistics.fmean(float(rewards[i]) for i in members)
         c = anchor_of_group(g)
         for i in members:
-            out[i] = adv[i] * scale * math.exp(-_sgn(adv[i]) * (p_hat - c))
+            out[i] = adv[i] * scale * math.exp(-_sgn(float(rewards[i]) - p_hat) * (p_hat - c))
     return out
 
 
@@ -281,7 +281,8 @@ def test_hadw_matches_loop_reference(spec, scale, c, per_group, alpha, seed):
 @FAST
 @given(spec=group_specs, beta=st.sampled_from([0.3, 1.0]), seed=st.integers(0, 2**32 - 1))
 def test_hadw_acts_on_the_stratified_advantage(spec, beta, seed):
-    """Both fixes at once: Phi takes the sign of the blended A (strata first, then anchor)."""
+    """Both fixes at once: Phi reweights the blended A with the sign of the group's raw-reward
+    advantage (strata first, then anchor)."""
     rng = np.random.default_rng(seed)
     ids, perm = _shuffled_ids([s for s, _ in spec], rng)
     r = _rewards_for(spec, rng)[perm]
@@ -302,7 +303,7 @@ def test_hadw_hand_numbers_and_anchor_at_p_hat():
     r = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0], dtype=F64)
     gid = torch.tensor([3, 3, 3, 3, -1, -1, 9])  # sorted: -1 (p=1, silent), 3 (p=1/4), 9 (p=0)
     plain = advantages(r, gid, Dial())
-    got = advantages(r, gid, Dial(anchor="batch"), anchor=0.5)
+    got = advantages(r, gid, Dial(anchor="batch", anchor_scale=1.0), anchor=0.5)
     e = math.exp(0.25)
     want = plain * torch.tensor([e, 1 / e, 1 / e, 1 / e, 1.0, 1.0, 1.0], dtype=F64)
     torch.testing.assert_close(got, want, rtol=1e-14, atol=0)
@@ -310,7 +311,8 @@ def test_hadw_hand_numbers_and_anchor_at_p_hat():
     scaled = advantages(r, gid, Dial(anchor="prompt", anchor_scale=1.7), anchor=p_hat)
     torch.testing.assert_close(scaled, 1.7 * plain, rtol=1e-15, atol=0)
     wrong_order = advantages(r, gid, Dial(anchor="prompt"), anchor=p_hat.roll(1))
-    assert not torch.allclose(wrong_order, plain)  # the order of the (M,) anchor matters
+    # the order of the (M,) anchor matters
+    assert not torch.allclose(wrong_order, Dial().anchor_scale * plain)
 
 
 def test_hadw_weights_formula():
@@ -547,67 +549,6 @@ def test_row_sums_skip_padding():
     loss = torch.tensor([[1.0, 2.0, math.nan], [math.inf, 3.0, 4.0]])
     weights = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.2, 0.1]])
     assert row_sums(loss, weights).tolist() == [3.0, 7.0]
-
-
-# ------------------------------------------------------------------ the difficulty anchor
-
-
-def _ref_anchor(ys: list[float], rate: float, window: int) -> tuple[list[float], list[float]]:
-    """(C_t^-, C_t^+) per step: C_1^- = y_1, C_t^- = C_{t-1}^+, C^+ = (1 - eta_t) C^- + eta_t
-    y_t, eta_t = rate * pstdev(last `window` y's)."""
-    before, after, c, hist = [], [], None, []
-    for y in ys:
-        c_minus = y if c is None else c
-        hist = (hist + [y])[-window:]
-        eta = rate * statistics.pstdev(hist)
-        c = (1 - eta) * c_minus + eta * y
-        before.append(c_minus)
-        after.append(c)
-    return before, after
-
-
-@FAST
-@given(
-    ys=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=20),
-    rate=st.sampled_from([0.1, 0.5, 1.0]),
-    window=st.integers(2, 6),
-)
-def test_anchor_update_matches_loop_reference(ys, rate, window):
-    before, after = _ref_anchor(ys, rate, window)
-    state = START
-    for t, y in enumerate(ys):
-        assert anchor_before(state, y) == pytest.approx(before[t], rel=1e-12, abs=1e-15)
-        state = anchor_update(state, y, rate, window)
-        assert state.value == pytest.approx(after[t], rel=1e-12, abs=1e-15)
-        assert state.history == tuple(ys[max(0, t + 1 - window) : t + 1])
-        assert min(ys[: t + 1]) - 1e-15 <= state.value <= max(ys[: t + 1]) + 1e-15
-
-
-def test_anchor_first_batch_is_its_own_anchor():
-    assert math.isnan(START.value) and START.history == ()
-    assert anchor_before(START, 0.3) == 0.3
-    assert anchor_update(START, 0.3, 0.5, 4) == AnchorState(0.3, (0.3,))
-    # a moving accuracy moves the anchor: eta = 0.5 * std(0.3, 0.7) = 0.1
-    state = anchor_update(AnchorState(0.3, (0.3,)), 0.7, 0.5, 4)
-    assert state.value == pytest.approx(0.9 * 0.3 + 0.1 * 0.7, rel=1e-14)
-
-
-@pytest.mark.parametrize(
-    "call, word",
-    [
-        (lambda: anchor_update(START, 0.5, 0.0, 4), "rate"),
-        (lambda: anchor_update(START, 0.5, 1.5, 4), "rate"),
-        (lambda: anchor_update(START, 0.5, 0.1, 1), "window"),
-        (lambda: anchor_update(START, 1.2, 0.1, 4), "accuracy"),
-        (lambda: anchor_update(START, -0.1, 0.1, 4), "accuracy"),
-        (lambda: anchor_update(START, math.nan, 0.1, 4), "accuracy"),
-        (lambda: anchor_before(START, 2.0), "accuracy"),
-    ],
-)
-def test_anchor_bad_inputs_raise_one_line(call, word):
-    with pytest.raises(ValueError, match=word) as err:
-        call()
-    assert "\n" not in str(err.value)
 
 
 # ------------------------------------------------------------------ bad settings

@@ -163,7 +163,7 @@ def advantages(
 
         A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power                       (group)
         A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the same within i's stratum    (dial.strata)
-        A_i <- Phi_i A_i, Phi_i = s exp(-sgn(A_i)(p_hat_g - C_g))                  (dial.anchor)
+        A_i <- Phi_i A_i, Phi_i = s exp(-sgn(r_i - mean_g)(p_hat_g - C_g))        (dial.anchor)
 
     strata: (N,) integer stratum of each response, needed when dial.strata is set. anchor: the
     difficulty anchor C, a float or (M,) per group (groups in sorted order of their ids), needed
@@ -181,7 +181,10 @@ def advantages(
         if c.ndim == 1 and c.shape != stats.mean.shape:
             raise ValueError(f"anchor must be a float or (M,) = {tuple(stats.mean.shape)}")
         c = c[stats.index] if c.ndim == 1 else c.expand_as(r)  # (N,)
-        adv = adv * hadw_weights(adv, stats.mean[stats.index], c, dial.anchor_scale)
+        # the sign is the group advantage's of the raw rewards (the paper's, and the released
+        # code's r_i - mean_g), not the blended one's, which strata can flip
+        raw = r - stats.mean[stats.index]  # (N,)
+        adv = adv * hadw_weights(raw, stats.mean[stats.index], c, dial.anchor_scale)
     return adv
 
 

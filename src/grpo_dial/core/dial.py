@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Literal
 
+from grpo_dial.core.difficulty_anchor import FORMS as ANCHOR_UPDATE_CHOICES
+
 SILENT_CHOICES = ("keep", "drop")
 LENGTH_NORM_CHOICES = ("sequence", "token", "constant", "lambda")
 ANCHOR_CHOICES = ("none", "batch", "prompt")
@@ -95,10 +97,11 @@ class Dial:
         "rate lambda_lr, same optimizer), logged per step; false keeps lambda_value fixed.",
     )
     lambda_r: float = _opt(
-        0.25,
-        "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z. |z| <= "
-        "sqrt(G - 1) in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (0.25: G <= 17); a "
-        "smaller h is floored at 1e-3.",
+        1 / 9,
+        "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z; 1/9 is the "
+        "paper's r (arXiv 2510.06870), 0.25 this project's earlier default. |z| <= sqrt(G - 1) "
+        "in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (1/9: G <= 81); a smaller h is "
+        "floored at 1e-3.",
     )
     lambda_lr: float = _opt(
         0.01,
@@ -123,14 +126,29 @@ class Dial:
         "cross-batch anchor of the policy's accuracy; 'prompt': C is the prompt's running pass "
         "rate (the adaptive arm's tracker). 'none': off.",
     )
+    anchor_update: Literal["paper", "released", "batch_std"] = _opt(
+        "paper",
+        "How the batch anchor follows the accuracy (core.difficulty_anchor): 'paper' (Eqs. "
+        "8-11: eta_t = eta sigma_t, sigma_t the std of the previous m beliefs, the running "
+        "mean of the accuracies as warm-up for the first m steps), 'released' (the authors' "
+        "code: the mean of the last m batch accuracies, the current one included), "
+        "'batch_std' (this project's earlier reading: sigma_t over the last m accuracies).",
+    )
     anchor_rate: float = _opt(
         0.1,
         "eta in (0, 1] of the batch anchor's update C <- (1 - eta_t) C + eta_t y_t, eta_t = "
-        "eta sigma_t (y_t: the batch accuracy, sigma_t: std of the last anchor_window y's).",
+        "eta sigma_t ('paper', 'batch_std'; unused by 'released').",
     )
-    anchor_scale: float = _opt(1.0, "lambda_scale > 0 of HA-DW's Phi (1: the paper's form).")
+    anchor_scale: float = _opt(
+        1.5,
+        "lambda_scale > 0 of HA-DW's Phi: 1.5, the paper's best (its Table 7: 48.7 at "
+        "1.3-1.5 against 47.4 at 1.0) and the value the authors' code hard-codes; 1.0 is the "
+        "unscaled Phi.",
+    )
     anchor_window: int = _opt(
-        8, "m >= 2: batch accuracies in sigma_t, the anchor's adaptive forgetting rate."
+        8,
+        "m >= 2: the beliefs in sigma_t ('paper'), the batch accuracies averaged "
+        "('released', 10 in the authors' code) or in sigma_t ('batch_std').",
     )
 
     def __post_init__(self) -> None:
@@ -154,6 +172,7 @@ class Dial:
             raise ValueError(f"strata must be a stratum key (a name) or None, got {self.strata!r}")
         _check_real("strata_blend", self.strata_blend, 0.0, 1.0)
         _check_choice("anchor", self.anchor, ANCHOR_CHOICES)
+        _check_choice("anchor_update", self.anchor_update, ANCHOR_UPDATE_CHOICES)
         if isinstance(self.anchor_rate, bool) or not (
             isinstance(self.anchor_rate, int | float) and 0 < self.anchor_rate <= 1
         ):
@@ -189,7 +208,9 @@ def _check_choice(name: str, v: object, choices: tuple) -> None:
 # Presets leave max_length None because L_max is a generation setting; set it for dr_grpo.
 # The three fixes beyond GRPO / Dr. GRPO / DAPO start from GRPO's std factor: lambda-GRPO with
 # a learnable lambda from 0 (DAPO's token mean), Stratified GRPO on the truncated / finished
-# split that every task has, blended half and half, and HA-DW on the paper's batch anchor.
+# split that every task has, blended half and half, and HA-DW on the paper's batch anchor
+# (Eqs. 8-11) or, as hadw_released, on the authors' released one (mean of the last 10 batch
+# accuracies); both with the lambda_scale 1.5 of the paper's Table 7 and the released code.
 PRESETS: Mapping[str, Dial] = MappingProxyType(
     {
         "grpo": Dial(),
@@ -198,6 +219,7 @@ PRESETS: Mapping[str, Dial] = MappingProxyType(
         "lambda_grpo": Dial(length_norm="lambda", lambda_learnable=True),
         "stratified_grpo": Dial(strata="truncated", strata_blend=0.5),
         "hadw_grpo": Dial(anchor="batch"),
+        "hadw_released": Dial(anchor="batch", anchor_update="released", anchor_window=10),
     }
 )
 
