@@ -28,6 +28,9 @@ def _config_error(config):
     return f"config error at '{where}': {error.message}"
 
 
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # grpo_dial: the repository's own
+from grpo_dial.core.config_checks import config_problems  # noqa: E402 (standard library only)
+if (_problem := config_problems(config, workflow.configfiles)) is not None: raise WorkflowError(_problem)
 _error = _config_error(config)
 if _error is not None:
     raise WorkflowError(_error)
