@@ -420,7 +420,7 @@ def test_lambda_all_empty_or_one_group_is_finite():
     assert aggregate(loss, mask, dial, torch.tensor([0, 0, 1])) == 0.0
     # group_ids None: the rows are one group
     mask, loss = _mask_and_loss([1, 4, 2, 0], np.random.default_rng(0))
-    want = _ref_lambda_loss(loss, mask, [0, 0, 0, 0], 2.0, 0.25)
+    want = _ref_lambda_loss(loss, mask, [0, 0, 0, 0], 2.0, dial.lambda_r)
     assert float(aggregate(loss, mask, dial)) == pytest.approx(want, rel=1e-12)
 
 
