@@ -20,8 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.core.advantage import advantages
-from grpo_dial.core.dial import PRESETS, Dial, preset
-from grpo_dial.core.difficulty_anchor import START, AnchorState, anchor_before, anchor_update
+from grpo_dial.core.dial import ANCHOR_UPDATE_CHOICES, PRESETS, Dial, preset
+from grpo_dial.core.difficulty_anchor import (
+    FORMS,
+    START,
+    AnchorState,
+    anchor_before,
+    anchor_update,
+)
 
 FAST = settings(max_examples=60, deadline=None)
 F64 = torch.float64
@@ -165,6 +171,7 @@ def test_presets_follow_the_papers():
     old = Dial(anchor="batch", anchor_update="batch_std", anchor_scale=1.0, lambda_r=0.25)
     assert (old.anchor_update, old.anchor_scale, old.lambda_r) == ("batch_std", 1.0, 0.25)
     assert set(PRESETS) >= {"hadw_grpo", "hadw_released"}
+    assert ANCHOR_UPDATE_CHOICES == FORMS  # the dial's choices are the module's rules
     with pytest.raises(ValueError, match="anchor_update"):
         Dial(anchor="batch", anchor_update="ema")
 

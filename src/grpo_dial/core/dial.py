@@ -17,11 +17,10 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Literal
 
-from grpo_dial.core.difficulty_anchor import FORMS as ANCHOR_UPDATE_CHOICES
-
 SILENT_CHOICES = ("keep", "drop")
 LENGTH_NORM_CHOICES = ("sequence", "token", "constant", "lambda")
 ANCHOR_CHOICES = ("none", "batch", "prompt")
+ANCHOR_UPDATE_CHOICES = ("paper", "released", "batch_std")  # core.difficulty_anchor.FORMS
 
 
 def _opt(default: object, text: str) -> object:
