@@ -70,6 +70,50 @@ def test_hand_computed() -> None:
     assert (s["n0"], s["n1"], s["n_prompts"]) == (3, 4, 2)
 
 
+# window 0: correct (10: W 4 R 6), wrong (20: W 5 R 15), (30: W 12 R 18);
+# window 1: correct (12: W 5 R 7), (14: W 10 R 4), (10: W 6 R 4), wrong (40: W 30 R 10).
+# Wc 4 -> 7, Rc 6 -> 5, Ww 8.5 -> 30, Rw 16.5 -> 10: work and redundant move differently in each
+# class, so a swap of the two within either class changes the terms.
+SPLIT_HAND = frame(
+    [
+        (0, "A", 1, 10, 4),
+        (0, "A", 0, 20, 5),
+        (0, "B", 0, 30, 12),
+        (1, "A", 1, 12, 5),
+        (1, "A", 1, 14, 10),
+        (1, "B", 0, 40, 30),
+        (1, "B", 1, 10, 6),
+    ]
+)
+
+
+def test_hand_computed_work_and_redundant_terms() -> None:
+    s = d.decompose(SPLIT_HAND, [0], [1])
+    a_bar = (1 / 3 + 3 / 4) / 2  # 13/24
+    want = {"Wc0": 4, "Wc1": 7, "Rc0": 6, "Rc1": 5, "Ww0": 8.5, "Ww1": 30, "Rw0": 16.5, "Rw1": 10}
+    for key, value in want.items():
+        assert s[key] == pytest.approx(value, rel=1e-12), key
+    assert s["within_correct_work"] == pytest.approx(a_bar * 3, rel=1e-12)
+    assert s["within_correct_redundant"] == pytest.approx(a_bar * -1, rel=1e-12)
+    assert s["within_incorrect_work"] == pytest.approx((1 - a_bar) * 21.5, rel=1e-12)
+    assert s["within_incorrect_redundant"] == pytest.approx((1 - a_bar) * -6.5, rel=1e-12)
+    assert s["within_correct"] == pytest.approx(a_bar * 2, rel=1e-12)
+    assert s["within_incorrect"] == pytest.approx((1 - a_bar) * 15, rel=1e-12)
+
+
+def test_length_curves_hand_numbers_every_class_column() -> None:
+    curves = d.length_curves(SPLIT_HAND).set_index(["step", "band"])
+    want = {
+        0: (1 / 3, 20, 10, 25, 4, 6, 8.5, 16.5, 3),
+        1: (3 / 4, 19, 12, 40, 7, 5, 30, 10, 4),
+    }
+    for step, values in want.items():
+        for band in ("all", "easy"):  # prompts A and B are both "easy"
+            row = curves.loc[(step, band)]
+            for col, value in zip(d.CURVE_COLUMNS[2:], values, strict=True):
+                assert row[col] == pytest.approx(value, rel=1e-12), (step, band, col)
+
+
 # --------------------------------------------------------------------------- property tests
 
 
@@ -304,6 +348,8 @@ def test_length_curves_match_loop(run: pd.DataFrame) -> None:
             ("mean_len_correct", "length", c),
             ("mean_len_incorrect", "length", ~c),
             ("mean_work_correct", "work", c),
+            ("mean_redundant_correct", "redundant", c),
+            ("mean_work_incorrect", "work", ~c),
             ("mean_redundant_incorrect", "redundant", ~c),
         ]:
             want = sel.loc[mask, col].mean() if mask.any() else math.nan

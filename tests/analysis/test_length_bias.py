@@ -172,10 +172,19 @@ def test_simulation_matches_the_closed_form_and_blind_is_zero(run):
     assert ratio["predicted_ratio_to_grpo"] < ratio["measured_ratio_to_grpo_hi"]
 
 
-def test_lambda_counteracts_or_amplifies_the_wrong_tail_inflation(run):
+def test_lambda_counteracts_or_amplifies_the_wrong_tail_inflation(monkeypatch):
     """f_i ~ 1 + lambda r z_i: lambda > 0 weighs long responses up, so an aware wrong tail is
-    pushed shorter (and a correct one longer); lambda < 0 inflates the wrong tail like GRPO."""
-    steps = run[0]
+    pushed shorter (and a correct one longer); lambda < 0 inflates the wrong tail like GRPO.
+    The lever is lambda r: at the preset's r = 1/9 the arms run lambda = +-2.25 (lambda r =
+    0.25, the lever of lambda +-1 at the earlier r = 0.25) so the small run resolves it; the
+    sign holds at any r > 0."""
+    for arm, lam in (("lambda_pos", 2.25), ("lambda_neg", -2.25)):
+        monkeypatch.setitem(
+            lb._ARM_DIAL, arm, ("lambda_grpo", {"lambda_learnable": False, "lambda_value": lam})
+        )
+    pool = np.random.default_rng(0).beta(0.6, 0.6, 5000)
+    config = lb.LengthBiasConfig(**SMALL, arms=tuple(LAMBDA_ARMS))
+    steps = lb.simulate_length_bias(pool, config)[0]
     aware = steps[steps["awareness"] == 1].groupby("arm")
     mean = aware[["measured_drift_wrong", "measured_drift_correct"]].mean()
     se = aware[["measured_drift_wrong", "measured_drift_correct"]].std() / np.sqrt(

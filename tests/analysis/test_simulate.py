@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 from dataclasses import replace
 
 import numpy as np
@@ -24,7 +25,6 @@ from grpo_dial.analysis.simulate import (
     step_update,
 )
 from grpo_dial.analysis.simulate_summary import summarize
-from grpo_dial.core.difficulty_anchor import START, anchor_before, anchor_update
 
 SMALL = SimulationConfig(n_prompts=300, steps=30)
 
@@ -100,8 +100,10 @@ def test_step_update_matches_loop_and_identity(g, j, seed, arm):
     assert got[0] == 0.0
 
 
-def _loop_hadw(r: np.ndarray, p: np.ndarray, anchor: np.ndarray, eps: float) -> np.ndarray:
-    """Slow reference: GRPO's A_i times Phi_i = exp(-sgn(A_i) (p_hat_j - C_j)), per prompt."""
+def _loop_hadw(
+    r: np.ndarray, p: np.ndarray, anchor: np.ndarray, eps: float, scale: float
+) -> np.ndarray:
+    """Slow reference: GRPO's A_i times Phi_i = s exp(-sgn(A_i) (p_hat_j - C_j)), per prompt."""
     out = np.zeros(len(p))
     for j in range(len(p)):
         g = r[j].astype(float)
@@ -111,7 +113,8 @@ def _loop_hadw(r: np.ndarray, p: np.ndarray, anchor: np.ndarray, eps: float) -> 
             continue
         for x in g:
             a = (x - mean) / (sigma + eps)
-            out[j] += a * math.exp(-math.copysign(1.0, a) * (mean - anchor[j])) * (x - p[j])
+            phi = scale * math.exp(-math.copysign(1.0, a) * (mean - anchor[j]))
+            out[j] += a * phi * (x - p[j])
         out[j] /= len(g)
     return out
 
@@ -128,15 +131,17 @@ def test_hadw_step_update_matches_loop(g, j, seed):
     for arm, anchor, ref in (("hadw", c, np.full(j, c)), ("hadw_prompt", per_prompt, per_prompt)):
         dial = arm_dial(arm, SMALL)
         got = step_update(r, p, dial, anchor=anchor)
-        np.testing.assert_allclose(got, _loop_hadw(r, p, ref, dial.eps), atol=1e-12)
+        want = _loop_hadw(r, p, ref, dial.eps, dial.anchor_scale)
+        np.testing.assert_allclose(got, want, atol=1e-12)
         assert got[0] == 0.0 and (got >= 0).all()  # Phi > 0 keeps every term's sign
     with pytest.raises(ValueError, match="anchor"):
         step_update(r, p, arm_dial("hadw", SMALL))
 
 
 def test_hadw_arms_against_a_loop_over_steps():
-    """Both HA-DW arms, three steps, against the anchors kept by hand (the batch anchor through
-    core.difficulty_anchor, the prompt anchor as an explicit EMA) and the per-prompt loop."""
+    """Both HA-DW arms, three steps, against the anchors kept by hand (the batch anchor in the
+    paper's warm-up, C_t^- = mean(y_1..y_{t-1}); the prompt anchor as an explicit EMA) and the
+    per-prompt loop."""
     cfg = SimulationConfig(n_prompts=50, steps=3, arms=("hadw", "hadw_prompt"))
     _, prompts = simulate(_initial_p(400), cfg)
     dial = arm_dial("hadw", cfg)
@@ -144,33 +149,35 @@ def test_hadw_arms_against_a_loop_over_steps():
         d = prompts[prompts["arm"] == arm]
         theta = _logit(d["initial_p"].to_numpy())
         rng = np.random.default_rng(_streams(cfg.seed)[1])
-        state, running = START, None
+        ys, running = [], None
+        assert cfg.steps <= dial.anchor_window  # every step in the warm-up
         for _ in range(cfg.steps):
             p = 1 / (1 + np.exp(-theta))
             r = rng.random((cfg.n_prompts, cfg.group_size)) < p[:, None]
             if arm == "hadw":
-                y = float(r.mean())
-                c = np.full(cfg.n_prompts, anchor_before(state, y))
-                state = anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
+                ys.append(float(r.mean()))
+                c = np.full(cfg.n_prompts, statistics.fmean(ys[:-1] or ys))
             else:
                 c = r.mean(axis=1) if running is None else running
                 running = 0.9 * c + 0.1 * r.mean(axis=1)
-            theta = theta + cfg.lr * _loop_hadw(r, p, c, cfg.eps)
+            theta = theta + cfg.lr * _loop_hadw(r, p, c, cfg.eps, dial.anchor_scale)
         np.testing.assert_allclose(d["final_p"], 1 / (1 + np.exp(-theta)), rtol=1e-10)
 
 
 def test_hadw_boosts_groups_below_the_anchor():
     """At the first step the batch anchor is the batch's own accuracy: a group below it moves
-    further than under GRPO, one above it less; the prompt anchor starts at Phi = 1 (GRPO)."""
+    further than under GRPO, one above it less (both after the scale s); the prompt anchor
+    starts at Phi = s, GRPO's step times s."""
     cfg = SimulationConfig(n_prompts=400, steps=1, arms=("grpo", "hadw", "hadw_prompt"))
     _, prompts = simulate(_initial_p(400), cfg)
     step = {
         arm: _logit(d["final_p"].to_numpy()) - _logit(d["initial_p"].to_numpy())
         for arm, d in prompts.groupby("arm")
     }
-    np.testing.assert_allclose(step["hadw_prompt"], step["grpo"], rtol=1e-12, atol=1e-15)
+    s = arm_dial("hadw", cfg).anchor_scale
+    np.testing.assert_allclose(step["hadw_prompt"], s * step["grpo"], rtol=1e-12, atol=1e-15)
     moved = step["grpo"] > 0
-    ratio = step["hadw"][moved] / step["grpo"][moved]
+    ratio = step["hadw"][moved] / (s * step["grpo"][moved])
     assert (ratio > 1).any() and (ratio < 1).any()
 
 

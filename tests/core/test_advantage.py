@@ -411,16 +411,35 @@ NON_DEFAULT = {
     "strata_blend": 0.3,
     "anchor": "prompt",
     "anchor_rate": 0.5,
-    "anchor_scale": 1.5,
+    "anchor_update": "batch_std",
+    "anchor_scale": 1.2,
     "anchor_window": 4,
 }
 PRESET_VALUES = {  # written out, not read from PRESETS
     "grpo": {"std_power": 1.0, "silent": "keep", "length_norm": "sequence", "clip_high": 0.2},
     "dr_grpo": {"std_power": 0.0, "silent": "keep", "length_norm": "constant", "clip_high": 0.2},
     "dapo": {"std_power": 1.0, "silent": "drop", "length_norm": "token", "clip_high": 0.28},
-    "lambda_grpo": {"std_power": 1.0, "length_norm": "lambda", "lambda_learnable": True},
+    "lambda_grpo": {  # r = 1/9: arXiv 2510.06870
+        "std_power": 1.0,
+        "length_norm": "lambda",
+        "lambda_learnable": True,
+        "lambda_r": 1 / 9,
+    },
     "stratified_grpo": {"std_power": 1.0, "strata": "truncated", "strata_blend": 0.5},
-    "hadw_grpo": {"std_power": 1.0, "length_norm": "sequence", "anchor": "batch"},
+    "hadw_grpo": {  # Eqs. 8-11; lambda_scale 1.5: the paper's Table 7, the released code
+        "std_power": 1.0,
+        "length_norm": "sequence",
+        "anchor": "batch",
+        "anchor_update": "paper",
+        "anchor_scale": 1.5,
+    },
+    "hadw_released": {  # github yangfengkai/HA-DW: the mean of the last 10 accuracies
+        "std_power": 1.0,
+        "anchor": "batch",
+        "anchor_update": "released",
+        "anchor_window": 10,
+        "anchor_scale": 1.5,
+    },
 }
 LEARNABLE_NEEDS_LAMBDA = "lambda_learnable needs length_norm='lambda'"
 

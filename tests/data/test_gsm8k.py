@@ -114,3 +114,13 @@ def test_problems_reference_and_solution() -> None:
     assert out["problem"].tolist() == ["Q1", "Q2"] and out["id_text"].tolist() == [" Q1 ", "Q2"]
     assert out["reference"].tolist() == ["1000", ""] and out["solution"].tolist()[0] == "a 2"
     assert passes.all()
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", '{"question": 3}\n'])
+def test_an_empty_or_unusable_file_fails_naming_it(tmp_path: Path, text: str) -> None:
+    """No usable row: the reading rule fails here, naming the file, not a later rule."""
+    path = tmp_path / "example_model_solutions.jsonl"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="no usable row") as err:
+        read_gsm8k_solutions(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

@@ -53,3 +53,13 @@ def test_both_consumers_drop_the_same_rows(tmp_path: Path) -> None:
     assert "line 3: column 'score': 1 scores for 2 responses" in report.skipped[2]
     assert table["prompt_id"].tolist()[1] == table["prompt_id"].tolist()[0] + "-1"
     assert loaded.responses["problem_id"].unique().tolist() == ["math_cot_100:1", "math_cot_100:5"]
+
+
+@pytest.mark.parametrize("text", ["", '{"question": "q", "level": 1}\n'])
+def test_an_empty_or_unusable_file_fails_naming_it(tmp_path: Path, text: str) -> None:
+    """No usable row: the reading rule fails here, naming the file, not a later rule."""
+    path = tmp_path / "math_cot_100.jsonl"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="no usable row") as err:
+        read_math_cot(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

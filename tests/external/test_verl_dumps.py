@@ -95,3 +95,24 @@ def test_a_prompt_repeated_within_a_step_is_flagged_as_an_unequal_group(tmp_path
     assert checks["group_size"] == 4 and checks["unequal_groups"] == 1
     tables = diagnose(rows, "rep", PARAMS)
     assert any("differ from G = 4" in w for w in run_warnings(tables["summary"]))
+
+
+def test_many_unusable_rewards_warn_and_g_comes_from_undamaged_groups(tmp_path, caplog):
+    """A quarter of the dump's scores made non-numeric: the import warns in one line (above 3%
+    skipped), and its G is read off the groups that lost no row (4), not the damaged ones (3).
+    (The diagnostics' own group_checks still take the modal size of the kept rows.)"""
+    import logging
+
+    write_verl_dumps(tmp_path / "r")
+    rng = np.random.default_rng(0)
+    for path in sorted((tmp_path / "r").glob("*.jsonl")):
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        for i in range(len(lines)):
+            if i % 4 == 0 and rng.random() < 0.9:  # at most one row per group of 4
+                lines[i]["score"] = "n/a"
+        path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    with caplog.at_level(logging.WARNING, logger="grpo_dial"):
+        rows, report = import_run({"format": "verl", "path": str(tmp_path / "r")})
+    line = next(r.getMessage() for r in caplog.records if "skipped as unusable" in r.getMessage())
+    assert "\n" not in line and "%) skipped as unusable" in line
+    assert "G 4 (G from the" in str(report) and "groups that lost no row" in str(report)

@@ -37,7 +37,10 @@ def test_dry_runs_overlay_config_yaml_and_report_the_last_error(monkeypatch) -> 
     assert seen[1][0][-3:] == ["--configfile", "config/config.yaml", "config/gpu.yaml"]
     run, _ = _fake_run(0)
     monkeypatch.setattr(pipeline.subprocess, "run", run)
-    assert pipeline.time_dry_runs([Path("config/config.yaml")])["config.yaml"] >= 0
+    clock = iter([10.0, 12.5, 20.0, 20.25])  # perf_counter around each of the two dry runs
+    monkeypatch.setattr(pipeline.time, "perf_counter", lambda: next(clock))
+    got = pipeline.time_dry_runs([Path("config/config.yaml"), Path("config/gpu.yaml")])
+    assert got == {"config.yaml": 2.5, "gpu.yaml": 0.25}  # the seconds between the two reads
 
 
 def test_torch_is_read_off_the_import_times(monkeypatch) -> None:

@@ -137,8 +137,10 @@ def test_next_anchor_and_context():
     batch, task = _batch(), FakeTask()
     y = float(batch.rewards.mean())
     state = AnchorState(0.8, (0.8, 0.1))
-    after = estimator.next_anchor(Dial(anchor="batch", anchor_rate=0.5), state, batch)
-    assert after == anchor_update(state, y, 0.5, 8)
+    for form in ("paper", "released", "batch_std"):
+        dial = Dial(anchor="batch", anchor_rate=0.5, anchor_update=form)
+        after = estimator.next_anchor(dial, state, batch)
+        assert after == anchor_update(state, y, 0.5, 8, form=form)
     for off in (Dial(), Dial(anchor="prompt")):
         assert estimator.next_anchor(off, state, batch) is state
     estimate = np.full(CFG.train_pool, 0.25)
@@ -228,16 +230,20 @@ def _ref_group_adv(rewards: list[float]) -> list[float]:
     return [(r - mu) / (sd + 1e-6) for r in rewards]
 
 
-def _ref_anchor_before(ys: list[float], rate: float, window: int) -> list[float]:
-    """C_t^-: y_1 first, then C^+ = (1 - eta) C^- + eta y, eta = rate * pstdev(last ys)."""
-    out, c, hist = [], None, []
-    for y in ys:
-        c = y if c is None else c
-        out.append(c)
-        hist = (hist + [y])[-window:]
-        eta = rate * statistics.pstdev(hist)
-        c = (1 - eta) * c + eta * y
-    return out
+def _ref_anchor_paper(ys: list[float], rate: float, m: int) -> tuple[list[float], list[float]]:
+    """(C_t^-, C_t^+) of arXiv 2601.08521 Eqs. 8-11: C_1^- = y_1, C_t^- = C_{t-1}^+; the running
+    mean of the y's while t <= m, then C^+ = (1 - eta_t) C^- + eta_t y_t with eta_t = rate *
+    pstdev of the previous m beliefs C^+."""
+    before, beliefs = [], []
+    for t, y in enumerate(ys, start=1):
+        c = y if t == 1 else beliefs[-1]
+        before.append(c)
+        if t <= m:
+            beliefs.append(statistics.fmean(ys[:t]))
+        else:
+            eta = rate * statistics.pstdev(beliefs[-m:])
+            beliefs.append((1 - eta) * c + eta * y)
+    return before, beliefs
 
 
 def test_lambda_grpo_logs_a_moving_lambda(runs):
@@ -256,15 +262,16 @@ def test_hadw_grpo_logs_the_anchor_and_weighs_by_it(runs):
     assert np.isfinite(steps["anchor"]).all() and steps["lambda"].isna().all()
     assert steps[["strata_cells", "strata_split_groups"]].isna().all().all()
     ys = resp.groupby("step")["reward"].mean().tolist()  # no refills: every response counts
-    want = _ref_anchor_before(ys, dial.anchor_rate, dial.anchor_window)
+    want, beliefs = _ref_anchor_paper(ys, dial.anchor_rate, dial.anchor_window)
     np.testing.assert_allclose(steps["anchor"], want, rtol=1e-6)
     assert steps["anchor"].nunique() > 1
     history = state["estimator"]["anchor"].tolist()[1:]
-    np.testing.assert_allclose(history, ys[-dial.anchor_window :], rtol=1e-6)
+    np.testing.assert_allclose(history, beliefs[-dial.anchor_window :], rtol=1e-6)
     for (step, _), g in resp.groupby(["step", "group"]):
         r = g["reward"].tolist()
         c, p_hat = steps.set_index("step").loc[step, "anchor"], statistics.fmean(r)
-        want = [a * math.exp(-np.sign(a) * (p_hat - c)) for a in _ref_group_adv(r)]
+        phi = [dial.anchor_scale * math.exp(-np.sign(a) * (p_hat - c)) for a in _ref_group_adv(r)]
+        want = [a * f for a, f in zip(_ref_group_adv(r), phi, strict=True)]
         np.testing.assert_allclose(g["advantage"], want, rtol=1e-5, atol=1e-6)
 
 

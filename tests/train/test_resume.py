@@ -204,3 +204,58 @@ def test_resume_with_fewer_visible_gpus(monkeypatch, tmp_path):
     assert torch.equal(one.states[0], torch.full((8,), 3, dtype=torch.uint8))
     checkpoint.restore_rng(back, rng, gen, "cpu")  # or on the CPU: the CUDA state is unused
     assert checkpoint.capture_rng(rng, gen, "cpu")["cuda"] is None
+
+
+def _hole(path, offset_fraction: float = 0.5, size: int = 4096) -> None:
+    """Zero `size` bytes in the middle of the file, keeping its size (a disk's silent damage)."""
+    data = bytearray(path.read_bytes())
+    at = int(len(data) * offset_fraction)
+    data[at : at + size] = bytes(min(size, len(data) - at))
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_with_a_zeroed_hole_is_refused_by_its_checksum(tmp_path):
+    """Zeroed blocks inside the tensor data leave a file torch.load still reads (weights_only):
+    only the content checksum tells; the intact file passes it."""
+    model, _ = tiny_policy(seed=0)
+    path = tmp_path / checkpoint.FILENAME
+    checkpoint.save_checkpoint(path, {"step": 3, "model": model.state_dict()})
+    assert checkpoint.load_checkpoint(path)["step"] == 3
+    size = path.stat().st_size
+    _hole(path, 0.5)
+    assert path.stat().st_size == size
+    torch.load(path, weights_only=True)  # still readable: the damage is silent without the sum
+    with pytest.raises(checkpoint.DamagedCheckpoint, match="fails its content checksum"):
+        checkpoint.load_checkpoint(path)
+
+
+@pytest.mark.parametrize("damage", ["hole", "truncated"])
+def test_a_damaged_last_checkpoint_is_moved_aside_and_the_run_starts_afresh(
+    base_dir, tmp_path, caplog, damage
+):
+    """Under resume: auto (and strict alike) a holed or truncated last.pt is moved to
+    damaged-<time>.pt with one warning line naming both, and the rerun finishes from step 1 to
+    the uninterrupted run's tables; a second rerun finds the finished checkpoint."""
+    straight = _run(base_dir, tmp_path / "straight")
+    _run(base_dir, tmp_path / "run", replace(CFG, steps=2))  # checkpoint at step 2
+    last = tmp_path / "run" / "ckpt" / checkpoint.FILENAME
+    if damage == "hole":
+        _hole(last, 0.6)
+    else:
+        last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    before = _sha(last)
+    ran = []
+    with caplog.at_level(logging.WARNING, logger="grpo_dial"):
+        again = _run(base_dir, tmp_path / "run", callback=ran.append)
+    (aside,) = (tmp_path / "run" / "ckpt").glob("damaged-*.pt")
+    assert _sha(aside) == before  # kept byte for byte, not deleted
+    line = next(r.getMessage() for r in caplog.records if "damaged-" in r.getMessage())
+    assert str(last) in line and str(aside) in line and "starting afresh" in line
+    assert "\n" not in line
+    assert ran == list(range(1, CFG.steps + 1))
+    for name in ("steps", "responses"):
+        a, b = straight[name], again[name]
+        if name == "steps":
+            a, b = a.drop(columns="wall_seconds"), b.drop(columns="wall_seconds")
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert checkpoint.load_checkpoint(last)["step"] == CFG.steps

@@ -11,7 +11,9 @@ weights. Also checked: the killed write's temporary file is there after the kill
 the next start, the job log keeps every attempt (one marker each) and says where it resumed.
 
 The CI test kills twice in a 6-step run; GRPO_DIAL_LONG_KILL_TEST=1 runs the long variant
-(10 kill points in a 12-step run). KILL_TEST_SEED fixes the random points (printed on failure).
+(10 kill points in a 12-step run). The kill points are drawn from a fixed seed, so every CI
+run kills at the same points; KILL_TEST_SEED draws other points. The seed and the points are
+printed before the first run (shown by pytest on failure, or with -s) and in every message.
 """
 
 from __future__ import annotations
@@ -120,10 +122,24 @@ def _assert_same(reference: dict, got: dict, where: str) -> None:
         assert torch.equal(tensor, got["weights"][name]), f"{where}: weight {name}"
 
 
+DEFAULT_KILL_SEED = 20261202  # fixed: CI runs kill at the same points
+
+
+def test_kill_points_are_seeded_and_reachable_in_order():
+    """The same seed gives the same points; each point is reachable after the one before."""
+    for steps, n in ((6, 2), (12, 10)):
+        a = kill_points(steps, n, random.Random(DEFAULT_KILL_SEED))
+        assert a == kill_points(steps, n, random.Random(DEFAULT_KILL_SEED))
+        assert len(set(a)) == n and {p.split(":")[0] for p in a} == {"step", "checkpoint"}
+        at = [int(p.split(":")[1]) for p in a]
+        assert all(k > _left_after(p) for k, p in zip(at[1:], a, strict=False))
+
+
 def _kill_and_resume(tmp_path: Path, steps: int, n_kills: int) -> str:
-    seed = int(os.environ.get("KILL_TEST_SEED", time.time_ns() % 100_000))
+    seed = int(os.environ.get("KILL_TEST_SEED", DEFAULT_KILL_SEED))
     points = kill_points(steps, n_kills, random.Random(seed))
     where = f"KILL_TEST_SEED={seed}, kill points {points}"
+    print(where)
     chain = Chain(tmp_path, steps)
     done = chain.snakemake()  # the uninterrupted run (and the warm start and pass rates)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -104,6 +104,13 @@ def test_default_dry_run_lists_every_analysis_job():
     ("patch", "fragment"),
     [
         ({"simulate": {"steps": "many"}}, "config error at 'simulate.steps'"),
+        # the inputs of issue 28 (grpo_dial.core.config_checks)
+        ({"model": {"device": "gpu"}}, "config error at 'model.device': 'gpu' is not a torch"),
+        ({"train": {"seeds": [-1]}}, "config error at 'train.seeds.0': seed -1 is out of range"),
+        ({"train": {"seeds": [10**19 + 1]}}, "config error at 'train.seeds.0': seed 1000000"),
+        ({"train": {"lr": "1e-4"}}, "config error at 'train.lr': '1e-4' is text to YAML 1.1"),
+        ({"train": {"steps": 5.0}}, "config error at 'train.steps': 5.0 must be an integer"),
+        ({"length_bias": {"group_size": 1}}, "config error at 'length_bias.group_size': 1 gives"),
         ({"simulat": {}}, "'simulat' was unexpected"),
         ({"theory": {"group_bias": {"anchor": 2}}}, "config error at 'theory.group_bias.anchor'"),
         (  # the estimators' bad settings (issue 17): each names its key
@@ -190,6 +197,35 @@ def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment
     assert any(fragment in line for line in output.splitlines()), output[-2000:]  # one line
     assert "Traceback" not in output
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("train:\n  steps: 5\n  steps: 50\n", "key 'steps' is given twice in one mapping"),
+        ("dials:\n  grpo: {preset: grpo}\n  grpo: {preset: dapo}\n", "key 'grpo' is given"),
+    ],
+)
+def test_duplicate_keys_in_a_config_file_fail_in_one_line_naming_it(tmp_path, text, fragment):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(text)
+    config = tiny_config(tmp_path / "results")
+    result = snakemake(tmp_path, config, "-n", "--configfile", str(tmp_path / "config.yaml"),
+                       str(overlay))  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    assert any(fragment in x and str(overlay) in x for x in output.splitlines()), output[-2000:]
+
+
+def test_a_nested_key_from_the_command_line_arrives_as_text_and_says_so(tmp_path):
+    """Snakemake's --config 'train={steps: 5}' passes '5' (text); the line points to an overlay
+    file. (--config train.steps=5 stops in Snakemake's own parser: docs/configuration.md.)"""
+    result = snakemake(tmp_path, tiny_config(tmp_path / "results"), "-n", "--config",
+                       "train={steps: 5}")  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    line = "config error at 'train.steps': '5' is text, not a number"
+    assert any(line in x for x in output.splitlines()), output[-2000:]
 
 
 def test_results_dir_dot_on_the_command_line_fails_in_one_line(tmp_path):

@@ -23,10 +23,13 @@ from grpo_dial.dag.plan import (  # noqa: E402
 from grpo_dial.dag.resources import gpu_jobs  # noqa: E402
 from grpo_dial.dag.schema import validate_config  # noqa: E402
 from grpo_dial.data.sources import OFFLINE_VARIABLES  # noqa: E402
+from grpo_dial.core.config_checks import config_problems  # noqa: E402
 from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
 
 fit_to_cluster(workflow, WorkflowError)  # cluster profile: threads = cpus_per_task; jobs fit sinfo
 
+if (_problem := config_problems(config, workflow.configfiles)) is not None:
+    raise WorkflowError(_problem)  # before the schema: duplicate keys, '1e-4' read as text, ...
 try:
     validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")  # + defaults
     PLAN = build_plan(config, REPO, Path.cwd())

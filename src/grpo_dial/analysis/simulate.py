@@ -18,8 +18,9 @@ Arms (all with the population std, ddof 0, as in the paper):
    equals GRPO's. Closed form rather than the first realized step: it does not hang on one draw,
    and with thousands of prompts the two agree to well under 1%.
 4. "hadw": preset hadw_grpo, GRPO with HA-DW's batch anchor (arXiv 2601.08521): A_i <- A_i Phi_i,
-   Phi_i = exp(-sgn(A_i)(p_hat_j - C_t^-)), p_hat_j the group's accuracy, C_t^- from
-   core.difficulty_anchor on y_t = the step's mean reward over every sampled response. Phi > 0
+   Phi_i = s exp(-sgn(A_i)(p_hat_j - C_t^-)), p_hat_j the group's accuracy, C_t^- from
+   core.difficulty_anchor (the preset's rule, Eqs. 8-11, and s = 1.5) on y_t = the step's mean
+   reward over every sampled response. s > 1 also scales every step by s. Phi > 0
    keeps every term's sign, so p still only rises.
 5. "hadw_prompt": the same with C_j = the prompt's running pass rate, an EMA C_j <- (1 - eta) C_j
    + eta p_hat_j (eta = anchor_rate, C_j = p_hat_j at the first step), taken before the step's
@@ -270,8 +271,9 @@ def _run_arm(
         anchor = None
         if dial.anchor == "batch":
             y = correct / samples  # the step's batch accuracy over every sampled response
-            anchor = anchor_before(state, y)
-            state = anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
+            form, m = dial.anchor_update, dial.anchor_window
+            anchor = anchor_before(state, y, form=form, window=m)
+            state = anchor_update(state, y, dial.anchor_rate, m, form=form)
         elif dial.anchor == "prompt":
             p_hat = r.mean(axis=1)  # (J,) the groups trained on
             anchor = p_hat if running is None else running  # (J,) before this step's update

@@ -135,7 +135,7 @@ def advantages(
 
     then each registered advantage estimator the dial uses (core.estimators, in order):
         A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the same within i's stratum    (dial.strata)
-        A_i <- Phi_i A_i, Phi_i = s exp(-sgn(A_i)(p_hat_g - C_g))                  (dial.anchor)
+        A_i <- Phi_i A_i, Phi_i = s exp(-sgn(r_i - mean_g)(p_hat_g - C_g))        (dial.anchor)
 
     context: what those estimators need (`Estimator.needs`): strata, (N,) integer stratum of
     each response; anchor, the difficulty anchor C, a float or (M,) per group (groups in

@@ -31,6 +31,7 @@ from grpo_dial.core.estimators import ESTIMATORS
 SILENT_CHOICES = ("keep", "drop")
 LENGTH_NORM_CHOICES = ("sequence", "token", "constant", "lambda")
 ANCHOR_CHOICES = ("none", "batch", "prompt")
+ANCHOR_UPDATE_CHOICES = ("paper", "released", "batch_std")  # core.difficulty_anchor.FORMS
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,11 @@ class Dial:
         "rate lambda_lr, same optimizer), logged per step; false keeps lambda_value fixed.",
     )
     lambda_r: float = _opt(
-        0.25,
-        "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z. |z| <= "
-        "sqrt(G - 1) in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (0.25: G <= 17); a "
-        "smaller h is floored at 1e-3.",
+        1 / 9,
+        "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z; 1/9 is the "
+        "paper's r (arXiv 2510.06870), 0.25 this project's earlier default. |z| <= sqrt(G - 1) "
+        "in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (1/9: G <= 81); a smaller h is "
+        "floored at 1e-3.",
     )
     lambda_lr: float = _opt(
         0.01,
@@ -130,14 +132,29 @@ class Dial:
         "cross-batch anchor of the policy's accuracy; 'prompt': C is the prompt's running pass "
         "rate (the adaptive arm's tracker). 'none': off.",
     )
+    anchor_update: Literal["paper", "released", "batch_std"] = _opt(
+        "paper",
+        "How the batch anchor follows the accuracy (core.difficulty_anchor): 'paper' (Eqs. "
+        "8-11: eta_t = eta sigma_t, sigma_t the std of the previous m beliefs, the running "
+        "mean of the accuracies as warm-up for the first m steps), 'released' (the authors' "
+        "code: the mean of the last m batch accuracies, the current one included), "
+        "'batch_std' (this project's earlier reading: sigma_t over the last m accuracies).",
+    )
     anchor_rate: float = _opt(
         0.1,
         "eta in (0, 1] of the batch anchor's update C <- (1 - eta_t) C + eta_t y_t, eta_t = "
-        "eta sigma_t (y_t: the batch accuracy, sigma_t: std of the last anchor_window y's).",
+        "eta sigma_t ('paper', 'batch_std'; unused by 'released').",
     )
-    anchor_scale: float = _opt(1.0, "lambda_scale > 0 of HA-DW's Phi (1: the paper's form).")
+    anchor_scale: float = _opt(
+        1.5,
+        "lambda_scale > 0 of HA-DW's Phi: 1.5, the paper's best (its Table 7: 48.7 at "
+        "1.3-1.5 against 47.4 at 1.0) and the value the authors' code hard-codes; 1.0 is the "
+        "unscaled Phi.",
+    )
     anchor_window: int = _opt(
-        8, "m >= 2: batch accuracies in sigma_t, the anchor's adaptive forgetting rate."
+        8,
+        "m >= 2: the beliefs in sigma_t ('paper'), the batch accuracies averaged "
+        "('released', 10 in the authors' code) or in sigma_t ('batch_std').",
     )
 
     def __post_init__(self) -> None:
@@ -161,6 +178,7 @@ class Dial:
             raise ValueError(f"strata must be a stratum key (a name) or None, got {self.strata!r}")
         check_real("strata_blend", self.strata_blend, 0.0, 1.0)
         check_choice("anchor", self.anchor, ANCHOR_CHOICES)
+        check_choice("anchor_update", self.anchor_update, ANCHOR_UPDATE_CHOICES)
         if isinstance(self.anchor_rate, bool) or not (
             isinstance(self.anchor_rate, int | float) and 0 < self.anchor_rate <= 1
         ):
@@ -178,6 +196,9 @@ class _Presets(Mapping):
         "grpo": {},
         "dr_grpo": {"std_power": 0.0, "length_norm": "constant"},
         "dapo": {"silent": "drop", "length_norm": "token", "clip_high": 0.28},
+        # HA-DW as the authors released it (a second recipe of the registered hadw_grpo):
+        # the anchor is the mean of the last 10 batch accuracies, lambda_scale 1.5
+        "hadw_released": {"anchor": "batch", "anchor_update": "released", "anchor_window": 10},
     })  # fmt: skip
 
     def _fields(self) -> dict[str, Mapping[str, object]]:

@@ -159,15 +159,17 @@ def hadw_weights(adv, p_hat, anchor, scale: float = 1.0):
     "hadw_grpo",
     label="HA-DW",
     kind="advantage",
-    fields=("anchor", "anchor_rate", "anchor_scale", "anchor_window"),
+    fields=("anchor", "anchor_update", "anchor_rate", "anchor_scale", "anchor_window"),
     active=lambda dial: dial.anchor != "none",
     needs=("anchor",),
     columns=("anchor",),
     preset={"anchor": "batch"},
 )
 def hadw(adv, stats, dial, regroup, anchor=None):
-    """HA-DW (arXiv 2601.08521): A <- Phi A, Phi = s exp(-sgn(A)(p_hat_g - C_g)); p_hat_g =
-    mean_g, the group's accuracy. anchor: C, a float or (M,) per group (sorted ids)."""
+    """HA-DW (arXiv 2601.08521): A <- Phi A, Phi = s exp(-sgn(r - mean_g)(p_hat_g - C_g));
+    p_hat_g = mean_g, the group's accuracy. anchor: C, a float or (M,) per group (sorted ids).
+    The sign is the group advantage's of the raw rewards (the paper's, and the released code's
+    r_i - mean_g), not the incoming A's, which strata can flip."""
     import torch
 
     if anchor is None:
@@ -176,4 +178,5 @@ def hadw(adv, stats, dial, regroup, anchor=None):
     if c.ndim == 1 and c.shape != stats.mean.shape:
         raise ValueError(f"anchor must be a float or (M,) = {tuple(stats.mean.shape)}")
     c = c[stats.index] if c.ndim == 1 else c.expand_as(adv)  # (N,)
-    return adv * hadw_weights(adv, stats.mean[stats.index], c, dial.anchor_scale)
+    group_adv = regroup(stats.index)  # (N,) same sign as r - mean_g (0 in silent groups)
+    return adv * hadw_weights(group_adv, stats.mean[stats.index], c, dial.anchor_scale)

@@ -95,7 +95,7 @@ def unified_weights(mask: Tensor, factors: Tensor) -> Tensor:
 
 
 def lambda_weights(
-    mask: Tensor, group_ids: Tensor | None = None, lam: float = 0.0, r: float = 0.25
+    mask: Tensor, group_ids: Tensor | None = None, lam: float = 0.0, r: float = 1 / 9
 ) -> Tensor:
     """(B, T) unified_weights with lambda-GRPO's f (arXiv 2510.06870). lambda = 0 gives f = 1,
     DAPO's token mean exactly. group_ids None: the rows are one group."""

@@ -87,6 +87,8 @@ def read_gsm8k_solutions(path: str | Path) -> tuple[pd.DataFrame, LoadReport]:
     path = require_file(path)
     report = LoadReport(name=f"gsm8k_solutions:{path}")
     good = read_valid_jsonl(path, report, check_solutions_row)
+    if not good:  # an empty or cut file would give empty tables and fail a later rule obscurely
+        raise ValueError(f"{path}: no usable row ({report}); is the file empty or cut short?")
     ids = problem_ids((row["question"] for _, row in good), PREFIX["gsm8k"])
     m = len(GSM8K_MODELS)
     responses = pd.DataFrame(

@@ -61,6 +61,8 @@ def read_math_cot(path: str | Path) -> tuple[pd.DataFrame, LoadReport]:
     path = require_file(path)
     report = LoadReport(name=f"math_cot:{path}")
     good = read_valid_jsonl(path, report, check_math_cot_row)
+    if not good:  # an empty or cut file would give empty tables and fail a later rule obscurely
+        raise ValueError(f"{path}: no usable row ({report}); is the file empty or cut short?")
     ids = problem_ids((row["question"] for _, row in good), PREFIX["math_cot"])
     sizes = [len(row["score"]) for _, row in good]
     responses = pd.DataFrame(

@@ -9,13 +9,14 @@ the response (what the length counts).
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from grpo_dial.external.correctness import CorrectRule
-from grpo_dial.external.groups import assign_groups
+from grpo_dial.external.groups import assign_groups, modal_size
 from grpo_dial.external.log_files import (
     ImportReport,
     as_bool,
@@ -32,6 +33,8 @@ RESPONSE_COLUMNS = (
 # checked in this order; a row is counted under its first failing reason
 REASONS = ("missing_value", "bad_step", "bad_text", "bad_reward", "bad_correct")
 
+log = logging.getLogger("grpo_dial")
+
 
 def _prompt_ids(prompts: pd.Series) -> np.ndarray:
     codes, uniques = pd.factorize(prompts)
@@ -39,6 +42,36 @@ def _prompt_ids(prompts: pd.Series) -> np.ndarray:
         ["p-" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:12] for t in uniques], dtype=object
     )
     return hashed[codes]  # (N,)
+
+
+DROP_WARN = 0.03  # share of skipped rows above which the import warns: groups lose members
+
+
+def _checked_grouping(
+    step: pd.Series, prompt: pd.Series, keep: np.ndarray, grouping: tuple, report: ImportReport
+) -> tuple[int | None, bool]:
+    """Warn when more than DROP_WARN of the rows were skipped (their groups lose members, so G
+    and the silent fractions shift), and without a declared G take it from the groups that lost
+    no row; with none left, say G is uncertain."""
+    n, kept = len(keep), int(keep.sum())
+    if n and (n - kept) / n > DROP_WARN:
+        log.warning(
+            "%s: %d of %d rows (%.0f%%) skipped as unusable (%s); groups with a skipped row are "
+            "smaller than G, so silent fractions are computed on what is left",
+            report.source or "import", n - kept, n, 100 * (n - kept) / n,
+            ", ".join(f"{r}: {c}" for r, c in report.skipped.items()),
+        )  # fmt: skip
+    if grouping[0] is not None or kept == n:
+        return grouping
+    key = pd.DataFrame({"step": step.astype(str), "prompt": prompt.map(repr)})
+    damaged = set(map(tuple, key[~keep].itertuples(index=False)))
+    whole = key[[k not in damaged for k in key.itertuples(index=False)]]
+    if whole.empty:
+        report.notes.append("G from no group: every group lost a row, so G is uncertain")
+        return grouping
+    sizes = whole.groupby(["step", "prompt"]).size()
+    report.notes.append(f"G from the {len(sizes)} groups that lost no row")
+    return (modal_size(sizes), grouping[1])
 
 
 def no_rows(report: ImportReport) -> ValueError:
@@ -88,6 +121,7 @@ def assemble(
         keep &= ~hit
     if not keep.any():
         raise no_rows(report)
+    grouping = _checked_grouping(raw["step"], raw["prompt"], keep, grouping, report)
     chats = raw["response"][keep].map(lambda v: not isinstance(v, str))
     tools = int(raw["response"][keep].map(tool_outputs).sum())
     df = df[keep].sort_values("step", kind="stable").reset_index(drop=True)
@@ -108,6 +142,8 @@ def assemble(
     report.rows_kept = len(df)
     unit = "characters" if tokenizer is None else "tokens"
     declared = "declared" if grouping[0] else "most common"
+    if report.notes and report.notes[-1].startswith("G from"):
+        declared = report.notes.pop()  # G from the undamaged groups (or uncertain)
     split = f", {n_split} repeated prompt(s) split into groups of G" if grouping[1] else ""
     report.notes.append(f"G {size} ({declared}){split}")
     counted = "reasoning, content and tool calls of the assistant turns" if chats.any() else ""

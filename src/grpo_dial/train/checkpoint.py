@@ -17,8 +17,16 @@ Writing goes to `.last.pt.tmp-<pid>` in the same directory, flushed and fsync'ed
 `os.replace`d over `last.pt`: a run killed mid-write leaves the previous checkpoint intact, and the
 next start removes the orphaned temporary file (`clean_orphans`). A checkpoint that belongs to
 another run is never overwritten: it is moved aside (`move_aside`) or the run stops
-(grpo_dial.train.resume). Checkpoints live outside the workflow's declared outputs so Snakemake
-never deletes them when a job fails; after a run completes `last.pt` is kept (at the final step).
+(grpo_dial.train.resume).
+
+Content checksum: `save_checkpoint` stores a sha256 of the payload's content (every tensor's
+path, dtype, shape and bytes, every other value's repr) under "sha256", and `load_checkpoint`
+recomputes it: a file damaged in place (a zeroed block, same size) that torch.load still reads
+is refused as a DamagedCheckpoint, as is one torch.load cannot read (truncated). Checkpoints
+written before the checksum have none and load as before.
+
+Checkpoints live outside the workflow's declared outputs so Snakemake never deletes them when a
+job fails; after a run completes `last.pt` is kept (at the final step).
 """
 
 from __future__ import annotations
@@ -43,6 +51,35 @@ log = logging.getLogger("grpo_dial")
 
 class StaleCheckpoint(ValueError):
     """A grpo-dial checkpoint of an older format, which this version cannot resume."""
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file that cannot be read, or whose content fails its checksum."""
+
+
+def content_digest(payload: dict) -> str:
+    """sha256 over the payload's content in a fixed order: each tensor's path, dtype, shape and
+    raw bytes, each other value's path and repr; the "sha256" entry itself left out."""
+    digest = hashlib.sha256()
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, torch.Tensor):
+            t = node.detach().to("cpu").contiguous()
+            digest.update(f"{path}|{t.dtype}|{tuple(t.shape)}\n".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(node, dict):
+            for key in sorted(node, key=repr):
+                if not (path == "" and key == "sha256"):
+                    walk(node[key], f"{path}/{key!r}")
+        elif isinstance(node, list | tuple):
+            digest.update(f"{path}|{type(node).__name__}|{len(node)}\n".encode())
+            for i, item in enumerate(node):
+                walk(item, f"{path}/{i}")
+        else:
+            digest.update(f"{path}={node!r}\n".encode())
+
+    walk(payload, "")
+    return digest.hexdigest()
 
 
 def fault_point(point: str, step: int) -> None:
@@ -104,8 +141,10 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        body = {"format": FORMAT, **payload}
+        body["sha256"] = content_digest(body)
         with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **payload}, f)
+            torch.save(body, f)
             f.flush()
             fault_point("checkpoint", int(payload.get("step", -1)))
             os.fsync(f.fileno())
@@ -117,14 +156,16 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
 def load_checkpoint(path: str | Path) -> dict | None:
     """The payload at `path` (tensors on the CPU), or None when there is no file.
 
-    StaleCheckpoint for an older grpo-dial format; ValueError for anything else unreadable."""
+    StaleCheckpoint for an older grpo-dial format; DamagedCheckpoint for a file torch.load
+    cannot read or whose content fails its checksum; ValueError for a foreign file."""
     path = Path(path)
     if not path.exists():
         return None
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a torn or foreign file: say which, do not guess
-        raise ValueError(f"cannot read checkpoint {path}: {err}") from err
+    except Exception as err:  # a torn or damaged file: say which, do not guess
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DamagedCheckpoint(f"cannot read checkpoint {path}: {first}") from err
     version = payload.get("format") if isinstance(payload, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and 0 < version < FORMAT:
         raise StaleCheckpoint(
@@ -133,6 +174,11 @@ def load_checkpoint(path: str | Path) -> dict | None:
         )
     if version != FORMAT:
         raise ValueError(f"{path} is not a grpo-dial checkpoint (format {FORMAT})")
+    stored = payload.get("sha256")
+    if stored is not None and stored != content_digest(payload):
+        raise DamagedCheckpoint(
+            f"checkpoint {path} fails its content checksum (changed after it was written)"
+        )
     return payload
 
 
@@ -159,13 +205,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def move_aside(path: str | Path) -> Path:
-    """Rename `path` to `superseded-<UTC time>[-n].pt` beside it (never over another file)."""
+def move_aside(path: str | Path, prefix: str = "superseded") -> Path:
+    """Rename `path` to `<prefix>-<UTC time>[-n].pt` beside it (never over another file)."""
     path = Path(path)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target, n = path.with_name(f"superseded-{stamp}.pt"), 1
+    target, n = path.with_name(f"{prefix}-{stamp}.pt"), 1
     while target.exists():
-        target, n = path.with_name(f"superseded-{stamp}-{n}.pt"), n + 1
+        target, n = path.with_name(f"{prefix}-{stamp}-{n}.pt"), n + 1
     os.replace(path, target)
     return target
 

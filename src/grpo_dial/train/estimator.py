@@ -49,7 +49,8 @@ def anchor_for(
     if dial.anchor == "none":
         return None
     if dial.anchor == "batch":
-        return anchor_before(state, float(batch.rewards.mean()))
+        y = float(batch.rewards.mean())
+        return anchor_before(state, y, form=dial.anchor_update, window=dial.anchor_window)
     stats = group_stats(batch.rewards, batch.group_ids)
     first = torch.full((stats.ids.numel(),), len(stats.index), dtype=torch.long)
     first = first.scatter_reduce(0, stats.index, torch.arange(len(stats.index)), "amin")  # (M,)
@@ -61,7 +62,7 @@ def next_anchor(dial: Dial, state: AnchorState, batch: Batch) -> AnchorState:
     if dial.anchor != "batch" or len(batch.rewards) == 0:
         return state
     y = float(batch.rewards.mean())
-    return anchor_update(state, y, dial.anchor_rate, dial.anchor_window)
+    return anchor_update(state, y, dial.anchor_rate, dial.anchor_window, form=dial.anchor_update)
 
 
 # how the trainer gathers each per-batch input a registered estimator `needs`

@@ -8,7 +8,10 @@ Rules, in order, when `checkpoint_dir/last.pt` exists at the start of a run:
   3. any other checkpoint (another config field, dial, prompt pool, base model or pass-rate
      prior; or an older checkpoint format) is never overwritten: with `train.resume: auto` it is
      moved aside to `superseded-<UTC time>.pt`, named in the log with every key that changed,
-     and the run starts afresh; with `resume: strict` the run stops with one line naming them.
+     and the run starts afresh; with `resume: strict` the run stops with one line naming them;
+  4. a damaged checkpoint (unreadable, truncated, or failing its content checksum) is moved aside
+     to `damaged-<UTC time>.pt` with a one-line warning naming it, and the run starts afresh
+     (under either mode: nothing is deleted, and no later rerun trips over it again).
 """
 
 from __future__ import annotations
@@ -65,6 +68,10 @@ def open_checkpoint(path: Path, key: dict, steps: int, mode: str) -> dict | None
         state = checkpoint.load_checkpoint(path)
     except checkpoint.StaleCheckpoint as err:
         return _not_ours(path, str(err).removeprefix(f"checkpoint {path} "), mode)
+    except checkpoint.DamagedCheckpoint as err:
+        aside = checkpoint.move_aside(path, "damaged")
+        log.warning("%s; moved to %s, starting afresh", err, aside)
+        return None
     if state is None:
         return None
     changes = key_changes(state["key"], key)

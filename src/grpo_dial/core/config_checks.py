@@ -1,0 +1,192 @@
+"""Config problems the schema cannot see, each as one line naming the key or file, found before
+any job runs (common.smk calls `config_problems` once, before the schema's own check).
+
+- a key given twice in one mapping of a config file (PyYAML keeps the last silently): the files
+  are re-read with a safe loader that refuses duplicates; so is a tag such as !!python/object,
+  named with its file (the safe loader's own message blames tabs);
+- a number YAML 1.1 reads as text: `lr: 1e-4` has no dot, so PyYAML returns the string
+  '1e-4'; the line says to write 1.0e-4 (a dot and a signed exponent);
+- a float where the schema wants an integer (`steps: 5.0`: JSON Schema counts 5.0 as an
+  integer, the job does not);
+- a seed outside 0..2^32 - 1 (seeds name the run folders, and numpy's legacy generators take
+  32 bits);
+- a device torch does not know (`model.device: gpu`);
+- `length_bias.group_size: 1` (a group of one has no spread: every drift is exactly 0);
+- a number given as text where the schema wants one: Snakemake's `--config 'train={steps: 5}'`
+  passes a nested mapping's values as text ('5'); nested keys belong in an overlay config file
+  (`--config train.steps=5` itself stops in Snakemake's parser, before any of this runs);
+- a top-level key with a dot (`train.steps: 5` in a file): keys are nested, not dotted.
+
+Standard library only at import (the DAG build imports no torch); PyYAML, which Snakemake
+itself reads configs with, is imported inside the file check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+SEED_MAX = 2**32 - 1
+_SCIENTIFIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # YAML 1.1 floats need a dot
+_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
+
+
+def _where(path: tuple) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _walk(node: object, path: tuple = ()) -> Iterable[tuple[tuple, object]]:
+    yield path, node
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from _walk(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, (*path, i))
+
+
+def file_problem(path: str | Path) -> str | None:
+    """One line for a config file with a duplicate key or an unsafe tag; None when it reads."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise ValueError(
+                    f"config error in {path}: key {key!r} is given twice in one mapping "
+                    f"(lines {seen[key]} and {line}); YAML would keep the last silently"
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return loader.construct_mapping(node, deep=True)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        return f"config error: cannot read config file {path}: {err.strerror}"
+    try:
+        yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except ValueError as err:
+        return str(err)
+    except yaml.constructor.ConstructorError as err:
+        tag = getattr(err, "problem", "") or str(err)
+        found = re.search(r"tag '([^']+)'", tag)
+        mark = err.problem_mark
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        return (
+            f"config error in {path}{at}: the tag {found.group(1) if found else tag!r} is not "
+            f"allowed; config files are read with a safe loader (plain values only)"
+        )
+    except yaml.YAMLError as err:
+        first = str(err).strip().splitlines()
+        return f"config error in {path}: not valid YAML: {' '.join(x.strip() for x in first)}"
+    return None
+
+
+def _schema(schema: Mapping | None) -> Mapping:
+    if schema is not None:
+        return schema
+    import yaml
+
+    return yaml.safe_load(SCHEMA.read_text()) if SCHEMA.is_file() else {}
+
+
+def _typed_keys(schema: Mapping, want: str, path: tuple = ()) -> Iterable[tuple]:
+    """Paths ('*' for any key or item) whose schema type allows `want` ('integer': integer and
+    not number; 'number': integer or number) and no string."""
+    kind = schema.get("type")
+    kinds = set(kind) if isinstance(kind, list) else {kind}
+    allowed = {"integer"} if want == "integer" else {"integer", "number"}
+    if kinds & allowed and "string" not in kinds and not (want == "integer" and "number" in kinds):
+        yield path
+    for key, sub in (schema.get("properties") or {}).items():
+        yield from _typed_keys(sub, want, (*path, key))
+    for name in ("additionalProperties", "items"):
+        sub = schema.get(name)
+        if isinstance(sub, Mapping):
+            yield from _typed_keys(sub, want, (*path, "*"))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip().lower() not in ("nan", "inf", "-inf", "+inf", "infinity")
+
+
+def _matches(pattern: tuple, path: tuple) -> bool:
+    return len(pattern) == len(path) and all(
+        p in ("*", q) for p, q in zip(pattern, path, strict=True)
+    )
+
+
+def value_problem(config: Mapping, schema: Mapping | None = None) -> str | None:
+    """One line for the first value problem of the module docstring; None when there is none."""
+    for key in config:
+        if isinstance(key, str) and "." in key:
+            outer, inner = key.split(".", 1)
+            return (
+                f"config error at '{key}': keys are nested, not dotted; write "
+                f"'{outer}: {{{inner}: ...}}' in an overlay config file (docs/configuration.md)"
+            )
+    schema = _schema(schema)
+    integers, numbers = list(_typed_keys(schema, "integer")), list(_typed_keys(schema, "number"))
+    for path, value in _walk(config):
+        where = _where(path)
+        if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
+            mantissa, _, exponent = value.strip().lower().partition("e")
+            mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
+            exponent = exponent if exponent[0] in "+-" else f"+{exponent}"
+            return (
+                f"config error at '{where}': {value!r} is text to YAML 1.1 (a float needs a "
+                f"dot and a signed exponent); write {mantissa}e{exponent}"
+            )
+        if isinstance(value, str) and _is_number(value) and any(_matches(p, path) for p in numbers):
+            return (
+                f"config error at '{where}': {value!r} is text, not a number (Snakemake's "
+                f"--config passes a nested mapping's values as text); set nested keys in an "
+                f"overlay config file (docs/configuration.md)"
+            )
+        if isinstance(value, float) and any(_matches(p, path) for p in integers):
+            hint = f"; write {int(value)}" if value.is_integer() else ""
+            return f"config error at '{where}': {value!r} must be an integer{hint}"
+        last = path[-1] if path else None
+        seeds = last in ("seed", "seeds") or (len(path) > 1 and path[-2] == "seeds")
+        if seeds and isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value <= SEED_MAX:
+                return (
+                    f"config error at '{where}': seed {value} is out of range; seeds are "
+                    f"integers 0..{SEED_MAX} (they name the run folders seed0, seed1, ...)"
+                )
+    device = (config.get("model") or {}).get("device") if isinstance(config, Mapping) else None
+    if isinstance(device, str) and not _DEVICE.match(device):
+        return (
+            f"config error at 'model.device': {device!r} is not a torch device; use cpu, "
+            f"cuda (one free GPU per job) or cuda:N"
+        )
+    bias = config.get("length_bias") if isinstance(config, Mapping) else None
+    if isinstance(bias, Mapping) and bias.get("group_size") == 1:
+        return (
+            "config error at 'length_bias.group_size': 1 gives every drift exactly 0 (a group "
+            "of one has no spread, so every advantage is 0); use 2 or more"
+        )
+    return None
+
+
+def config_problems(
+    config: Mapping, configfiles: Iterable[str | Path], schema: Mapping | None = None
+) -> str | None:
+    """The first problem of the config files, then of the merged config, as one line."""
+    for path in configfiles:
+        if (problem := file_problem(path)) is not None:
+            return problem
+    return value_problem(config, schema)
