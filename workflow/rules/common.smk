@@ -265,6 +265,9 @@ def _check_strata():
 
 
 _check_strata()
+from grpo_dial.train.trl_dial import backend_error  # noqa: E402 (no torch)
+if (_why := backend_error(config)) is not None:
+    raise WorkflowError(_why)
 LR_MATCH = config["train"]["lr_match"]
 if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
     raise WorkflowError(
@@ -275,7 +278,7 @@ if LR_MATCH["enabled"] and LR_MATCH["reference"] not in config["dials"]:
 
 def train_params(wildcards):
     """The TrainConfig fields (every train key but the workflow-only ones)."""
-    skip = {"seeds", "lr_match", "threads", "allocation"}
+    skip = {"seeds", "lr_match", "threads", "allocation", "backend", "trl"}
     return {key: value for key, value in config["train"].items() if key not in skip}
 
 
@@ -341,7 +344,7 @@ def _newer_estimator(name, spec):
     return dial.length_norm == "lambda" or dial.strata is not None or dial.anchor != "none"
 
 
-ALLOCATION_KEYS = ("group_size", "allocation")
+ALLOCATION_KEYS = ("group_size", "allocation", "backend")
 NEWER_ESTIMATORS = [name for name, spec in config["dials"].items() if _newer_estimator(name, spec)]
 TRAINING_FIGURES = [
     "length_curves", "decomposition", "accuracy_length", "silent_training", "identity_training"
@@ -381,7 +384,7 @@ CHANNEL_PARAMS = {
 # ------------------------------------------------------------------ adaptive group sizes
 # A dial entry's keys that are not the Dial's: grpo_dial.train.arms.ALLOCATION_KEYS (that module
 # imports torch, which this file must not).
-ALLOCATION_KEYS = ("group_size", "allocation")
+ALLOCATION_KEYS = ("group_size", "allocation", "backend")
 
 
 def _uniform_twin(name, spec):

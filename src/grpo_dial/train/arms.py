@@ -19,7 +19,7 @@ from grpo_dial.core.advantage import Dial, dial_from_config
 from grpo_dial.train.config import Allocation
 
 DIAL_KEYS = ("preset", *(f.name for f in fields(Dial)))
-ALLOCATION_KEYS = ("group_size", "allocation")  # the arm's keys that are not the dial's
+ALLOCATION_KEYS = ("group_size", "allocation", "backend")  # the arm's non-dial keys
 SETTING_KEYS = tuple(f.name for f in fields(Allocation) if f.name != "scheme")
 
 
