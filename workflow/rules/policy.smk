@@ -109,6 +109,8 @@ rule train:
         pass_rates=config["pass_rates"],
         seed=lambda wildcards: int(wildcards.seed),
         checkpoint_dir=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.dial}/seed{wildcards.seed}",
+        backend=config["train"]["backend"],
+        trl=config["train"]["trl"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:

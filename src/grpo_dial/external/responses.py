@@ -9,7 +9,7 @@ the response (what the length counts).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -53,10 +53,12 @@ def assemble(
     tokenizer: object | None,
     report: ImportReport,
     grouping: tuple[int | None, bool],
+    extra: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, ImportReport]:
     """Clean the raw fields (step, prompt, response, raw_reward, correct, advantage, difficulty;
     None = not logged), skip and count bad rows, and build the RESPONSE_COLUMNS table.
-    grouping = (declared G or None, whether the log keeps each group's rows together)."""
+    grouping = (declared G or None, whether the log keeps each group's rows together); `extra`
+    fields are carried through as they are, after RESPONSE_COLUMNS."""
     n, loc = len(loc), loc.to_numpy()
     raw = {k: None if v is None else v.reset_index(drop=True) for k, v in fields.items()}
     by_flag = rule.correct_column is not None
@@ -72,6 +74,8 @@ def assemble(
     df["correct"] = raw["correct"].map(as_bool).astype(object) if by_flag else None
     df["advantage"] = numeric("advantage")
     df["difficulty"] = pd.NA if raw["difficulty"] is None else raw["difficulty"]
+    for name in extra:
+        df[name] = raw[name]
     needed = ["step", "prompt", "response", "correct" if by_flag else "raw_reward"]
     checks = {  # (N,) each; True = the row fails
         "missing_value": np.any([raw[c].isna().to_numpy() for c in needed], axis=0),
@@ -116,4 +120,4 @@ def assemble(
     report.notes.append(
         f"length = {unit} of the generated text" + (f" ({detail})" if detail else "")
     )
-    return df[list(RESPONSE_COLUMNS)], report
+    return df[[*RESPONSE_COLUMNS, *extra]], report

@@ -1,0 +1,65 @@
+"""The smoke chain with every arm on the trl backend (TRL's GRPOTrainer): the same tables,
+figures and summary as the own backend, and TRL's advantages in the responses table."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_policy_workflow import smoke_config
+from test_workflow import snakemake
+
+TRL = {"std_ddof": 1, "eps": 0.0001, "backend": "trl"}
+DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, which TRL lacks)
+    "grpo": {"preset": "grpo", **TRL},
+    "dr_grpo": {"preset": "dr_grpo", "backend": "trl"},
+    "dapo": {"preset": "dapo", "silent": "keep", **TRL},
+}
+
+
+@pytest.mark.workflow
+def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path):
+    pytest.importorskip("trl")
+    results = tmp_path / "results"
+    config = smoke_config(results)
+    config["dials"] = DIALS
+    done = snakemake(tmp_path, config)
+    assert done.returncode == 0, done.stderr[-4000:]
+    for dial, spec in DIALS.items():
+        run = results / "train" / dial / "seed0"
+        steps = pd.read_parquet(run / "steps.parquet")
+        assert list(steps["step"]) == list(range(1, config["train"]["steps"] + 1))
+        assert steps["grad_norm"].notna().all() and steps["lr"].gt(0).all()
+        responses = pd.read_parquet(run / "responses.parquet")
+        g = config["train"]["group_size"]
+        assert len(responses) == config["train"]["steps"] * config["train"]["prompts_per_step"] * g
+        # TRL's logged advantages: zero mean per group, zero in silent groups
+        by_group = responses.groupby(["step", "group"])["advantage"]
+        assert by_group.sum().abs().max() < 1e-5
+        silent = responses["k"].isin([0, g])
+        assert (responses.loc[silent, "advantage"] == 0).all()
+        if spec["preset"] == "dr_grpo":  # A = r - mean_g
+            expected = responses["reward"] - responses["k"] / g
+            assert responses["advantage"].to_numpy() == pytest.approx(expected, abs=1e-6)
+        evals = pd.read_parquet(run / "evals.parquet")
+        assert {0, config["train"]["steps"]} <= set(evals["step"])
+        assert (run / "final" / "config.json").exists()
+        assert (results / "checkpoints" / dial / "seed0" / "trl" / "run_key.json").exists()
+    summary = pd.read_csv(results / "decompose" / "summary.csv")
+    assert sorted(summary["dial"]) == sorted(DIALS)
+    for figure in ("length_curves", "decomposition", "accuracy_length", "silent_training"):
+        assert (results / "figures" / f"{figure}.png").stat().st_size > 10_000, figure
+    text = (results / "summary.md").read_text()
+    assert all(f"**{dial}**" in text for dial in DIALS)
+
+
+@pytest.mark.workflow
+def test_a_dial_trl_cannot_express_fails_the_dry_run_in_one_line(tmp_path):
+    config = smoke_config(tmp_path / "results")
+    config["dials"] = {"grpo": {"preset": "grpo", "backend": "trl"}}  # population std
+    done = snakemake(tmp_path, config, "-n")
+    assert done.returncode != 0
+    lines = [x for x in (done.stderr + done.stdout).splitlines() if "config error" in x]
+    assert lines == [
+        "config error at 'dials.grpo.std_ddof': the trl backend cannot train std_ddof = 0: "
+        "TRL fixes the sample std (std_ddof 1) (backend: own can)"
+    ]
