@@ -108,13 +108,14 @@ def make_reward(task: Task, pool: list, eos: set[int]) -> Callable:
         verdicts = [task.verify(p, t, f) for p, t, f in zip(problems, texts, finished, strict=True)]
         splits = [task.length_split(p, t) for p, t in zip(problems, texts, strict=True)]
         if log_extra is not None:
+            nan = float("nan")
             columns = {
                 "problem_id": [p.prompt_id for p in problems],
                 "difficulty": [str(p.difficulty) for p in problems],
                 "tokens": [len(ids) for ids in completion_ids],
                 "truncated": [bool(v.truncated) for v in verdicts],
-                "task_work": [float("nan") if s is None else float(s.work) for s in splits],
-                "task_redundant": [float("nan") if s is None else float(s.redundant) for s in splits],
+                "task_work": [nan if s is None else float(s.work) for s in splits],
+                "task_redundant": [nan if s is None else float(s.redundant) for s in splits],
             }
             for name, values in columns.items():
                 log_extra(name, values)

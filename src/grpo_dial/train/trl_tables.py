@@ -29,7 +29,8 @@ import torch
 from grpo_dial.core.advantage import Dial
 from grpo_dial.train import records as rec
 
-EXTRA = ("problem_id", "tokens", "truncated", "task_work", "task_redundant")  # logged by the reward
+# logged by the reward function (log_extra)
+EXTRA = ("problem_id", "tokens", "truncated", "task_work", "task_redundant")
 REWARD = "verifier"  # the reward function's name: TRL's column of its rewards
 
 
