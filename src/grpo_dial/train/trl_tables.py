@@ -89,7 +89,7 @@ def run_tables(
     history = _history(log_history)
     steps, mass, allocation = [], rec.new_records()["mass"], []
     for step, rows in responses.groupby("step", sort=True):
-        gid = torch.as_tensor(rows["group"].to_numpy())  # (N,)
+        gid = torch.tensor(rows["group"].to_numpy())  # (N,)
         rewards = torch.as_tensor(rows["reward"].to_numpy(), dtype=torch.float32)  # (N,)
         stats = rec.step_stats(
             rewards,
