@@ -69,6 +69,15 @@ def test_a_field_trl_cannot_express_is_refused_in_one_line(arm, field, names):
     assert backend_error(config(arm, backend="own")) is None  # ours trains every one
 
 
+def test_processes_share_the_step_and_accumulate_their_micro_batches():
+    train = {**TRAIN, "prompts_per_step": 64, "group_size": 8, "micro_batch": 8}
+    kw = grpo_config_kwargs(arm_dial(TRL_GRPO), train, processes=8)  # 512 completions
+    assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (8, 8)
+    assert 8 * kw["per_device_train_batch_size"] * kw["steps_per_generation"] == 512
+    with pytest.raises(ValueError, match="do not split evenly over 3 processes"):
+        grpo_config_kwargs(arm_dial(TRL_GRPO), TRAIN, processes=3)
+
+
 def test_the_arm_backend_overrides_the_train_section():
     arm = {"preset": "grpo", "backend": "trl"}  # population std: refused only on trl
     assert arm_backend(arm, {"backend": "own"}) == "trl"

@@ -79,6 +79,13 @@ rule calibrate_lr:
         "../scripts/calibrate_lr.py"
 
 
+from grpo_dial.train.trl_launch import job_gpus, job_note  # noqa: E402 (no torch)
+
+for _dial, _arm in config["dials"].items():  # each trl arm's GPUs and launch command
+    if (_line := job_note(_dial, _arm, config["train"], config["model"]["device"])) is not None:
+        print(f"grpo-dial: {_line}", file=sys.stderr)
+
+
 rule train:
     """One RL run of one dial setting and seed: steps, responses, mass, evals, identity probes."""
     input:
@@ -97,7 +104,7 @@ rule train:
         f"{RESULTS}/benchmarks/train/{{dial}}/seed{{seed}}.tsv"
     threads: config["train"]["threads"]
     resources:
-        gpu=GPU,
+        gpu=lambda w: job_gpus(config["dials"][w.dial], config["train"], config["model"]["device"]),
     params:
         task=TASK,
         model=config["model"]["base"],

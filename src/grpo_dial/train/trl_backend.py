@@ -182,7 +182,7 @@ def trl_train(
         log.info("resuming the TRL run from %s", resume_from)
     walls = {int(k): v for k, v in saved["walls"].items()}
     evals = list(saved["evals"])
-    kwargs = grpo_config_kwargs(dial, asdict(config))
+    kwargs = grpo_config_kwargs(dial, asdict(config), int(os.environ.get("WORLD_SIZE", "1")))
     device = str(config.device)
     use_vllm = launch.get("vllm", "auto") == "auto" and device.startswith("cuda")
     if use_vllm:

@@ -108,25 +108,32 @@ def backend_error(config: Mapping) -> str | None:
     return None
 
 
-def grpo_config_kwargs(dial: Dial, train: Mapping) -> dict:
+def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
     """GRPOConfig keywords of the dial and the train section (a dial `refusal` accepts).
 
     train: TrainConfig fields (steps, prompts_per_step, group_size, lr, lr_scale, optimizer,
     weight_decay, betas, grad_clip, max_new_tokens, temperature, updates_per_batch, kl_coef,
     micro_batch, seed, precision). One optimizer step per batch of prompts_per_step x G
-    completions, as ours; a micro_batch splits it into gradient-accumulation steps."""
+    completions, as ours, spread over `processes` (accelerate's, one per GPU); a micro_batch
+    splits each process's share into gradient-accumulation steps."""
     if (why := refusal(dial, train["max_new_tokens"])) is not None:
         raise ValueError(f"the trl backend cannot train {why[1]}")
     completions = train["prompts_per_step"] * train["group_size"]
-    micro = train.get("micro_batch") or completions
-    micro = max(d for d in range(1, min(micro, completions) + 1) if completions % d == 0)
+    if completions % processes:
+        raise ValueError(
+            f"prompts_per_step x group_size = {completions} completions do not split evenly "
+            f"over {processes} processes"
+        )
+    share = completions // processes
+    micro = train.get("micro_batch") or share
+    micro = max(d for d in range(1, min(micro, share) + 1) if share % d == 0)
     optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train.get("optimizer", "adamw")]
     betas = tuple(train.get("betas", (0.9, 0.999)))
     return {
         "num_generations": train["group_size"],
         "per_device_train_batch_size": micro,
-        "gradient_accumulation_steps": completions // micro,
-        "steps_per_generation": completions // micro,
+        "gradient_accumulation_steps": share // micro,
+        "steps_per_generation": share // micro,
         "max_completion_length": train["max_new_tokens"],
         "temperature": train.get("temperature", 1.0),
         "top_p": 1.0,

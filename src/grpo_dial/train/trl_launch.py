@@ -29,11 +29,34 @@ def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB
     """The command a TRL job runs (text); 'in process' when it needs no launcher."""
     gpus = int(trl.get("gpus", 1))
     if not str(device).startswith("cuda") or gpus <= 1:
-        return "in process (GRPOTrainer, one device)"
+        return "in process"
     parts = ["accelerate launch", f"--num_processes {gpus}"]
     if trl.get("accelerate_config"):
         parts.append(f"--config_file {trl['accelerate_config']}")
     return " ".join([*parts, f"-m grpo_dial.train.trl_launch {job}"])
+
+
+def job_gpus(arm: Mapping, train: Mapping, device: str) -> int:
+    """GPUs the train job of `arm` asks its profile for: train.trl.gpus for a trl arm on CUDA,
+    else 1 on CUDA and 0 on the CPU."""
+    if not str(device).startswith("cuda"):
+        return 0
+    backend = arm.get("backend", train.get("backend", "own"))
+    return int(train.get("trl", {}).get("gpus", 1)) if backend == "trl" else 1
+
+
+def job_note(name: str, arm: Mapping, train: Mapping, device: str) -> str | None:
+    """One line for a trl arm's train jobs (printed at DAG build): GPUs and launch command;
+    None for an own-backend arm."""
+    if arm.get("backend", train.get("backend", "own")) != "trl":
+        return None
+    gpus = job_gpus(arm, train, device)
+    where = f"{gpus} GPU{'s' if gpus > 1 else ''} (gpu={gpus})" if gpus else "the CPU"
+    seeds = ", ".join(map(str, train.get("seeds", [])))
+    return (
+        f"train {name} seeds {seeds}: TRL GRPOTrainer on {where}, "
+        f"{launch_command(train.get('trl', {}), device)}"
+    )
 
 
 def run_trl(input: Mapping, output: Mapping, params: Mapping, dial, config, pass_rates) -> None:
