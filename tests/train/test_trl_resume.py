@@ -31,7 +31,7 @@ def outputs(root: Path) -> dict:
 
 
 def train(root: Path, config: TrainConfig = CONFIG, kill_at: int | None = None) -> None:
-    from grpo_dial.train.trl_backend import trl_train
+    from grpo_dial.external.trl_backend import trl_train
 
     def die(step: int) -> None:
         if step == kill_at:

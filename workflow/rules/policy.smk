@@ -79,7 +79,7 @@ rule calibrate_lr:
         "../scripts/calibrate_lr.py"
 
 
-from grpo_dial.train.trl_launch import job_gpus, job_note  # noqa: E402 (no torch)
+from grpo_dial.external.trl_launch import job_gpus, job_note  # noqa: E402 (no torch)
 
 for _dial, _arm in config["dials"].items():  # each trl arm's GPUs and launch command
     if (_line := job_note(_dial, _arm, config["train"], config["model"]["device"])) is not None:

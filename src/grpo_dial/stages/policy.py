@@ -170,7 +170,7 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
     dial, config = _arm(params, lr_scale=scale)
     pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
     if params["dial"].get("backend", params.get("backend", "own")) == "trl":
-        from grpo_dial.train.trl_launch import run_trl  # TRL's GRPOTrainer: docs/backends.md
+        from grpo_dial.external.trl_launch import run_trl  # TRL's GRPOTrainer: docs/backends.md
 
         return run_trl(input, output, params, dial, config, pass_rates)
     train_run(

@@ -1,11 +1,11 @@
 """How a trl-backend train job runs: in the rule's own process, or under `accelerate launch`.
 
-On the CPU, and on one GPU, the job calls grpo_dial.train.trl_backend.trl_train in its own
+On the CPU, and on one GPU, the job calls grpo_dial.external.trl_backend.trl_train in its own
 process. With train.trl.gpus = N > 1 on CUDA it writes the job's arguments to
 `<checkpoint_dir>/trl_job.json` and runs
 
     accelerate launch --num_processes N [--config_file <train.trl.accelerate_config>]
-        -m grpo_dial.train.trl_launch <checkpoint_dir>/trl_job.json
+        -m grpo_dial.external.trl_launch <checkpoint_dir>/trl_job.json
 
 (the shipped config/accelerate/zero2.yaml, zero3.yaml: DeepSpeed ZeRO-2 / ZeRO-3), one process
 per GPU, each on cuda:<LOCAL_RANK>. `launch_command` is the same line as text, standard library
@@ -33,7 +33,7 @@ def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB
     parts = ["accelerate launch", f"--num_processes {gpus}"]
     if trl.get("accelerate_config"):
         parts.append(f"--config_file {trl['accelerate_config']}")
-    return " ".join([*parts, f"-m grpo_dial.train.trl_launch {job}"])
+    return " ".join([*parts, f"-m grpo_dial.external.trl_launch {job}"])
 
 
 def job_gpus(arm: Mapping, train: Mapping, device: str) -> int:
@@ -61,7 +61,7 @@ def job_note(name: str, arm: Mapping, train: Mapping, device: str) -> str | None
 
 def run_trl(input: Mapping, output: Mapping, params: Mapping, dial, config, pass_rates) -> None:
     """The train rule's trl backend (grpo_dial.stages.policy.train hands over here)."""
-    from grpo_dial.train.trl_backend import trl_train
+    from grpo_dial.external.trl_backend import trl_train
 
     trl = dict(params.get("trl") or {})
     base = str(input["model"]) if "model" in input else str(params["model"])
@@ -95,8 +95,8 @@ def _main(job: str) -> None:
 
     from grpo_dial.core.dial import Dial
     from grpo_dial.data.tasks import get_task
+    from grpo_dial.external.trl_backend import trl_train
     from grpo_dial.train.config import Allocation, TrainConfig
-    from grpo_dial.train.trl_backend import trl_train
 
     spec = json.loads(Path(job).read_text(encoding="utf-8"))
     fields = dict(spec["config"])

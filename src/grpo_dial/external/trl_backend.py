@@ -7,7 +7,7 @@ express). The reward is the task's own verifier (`verify(problem, text, finished
 the completion ends in an EOS id; the math task's math-verify under its time limit), one TRL
 reward function named `verifier`, which also logs (log_extra) the problem's prompt_id, the
 completion's tokens, truncation and the task's work / redundant split. TRL logs every completion
-(log_completions, logging_steps 1); grpo_dial.train.trl_tables turns the log into the own
+(log_completions, logging_steps 1); grpo_dial.external.trl_tables turns the log into the own
 trainer's steps / responses / mass / allocation tables. Held-out evaluation is the own
 trainer's `evaluate` on the trainer's model (step 0, every eval_every steps, the last). The
 identity probe needs the own trainer's per-row gradients: its table is written empty.
@@ -156,11 +156,11 @@ def trl_train(
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from grpo_dial.external import trl_tables
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import eos_ids
     from grpo_dial.tables import write_table
     from grpo_dial.train import records as rec
-    from grpo_dial.train import trl_tables
     from grpo_dial.train.probe import IDENTITY_COLUMNS
     from grpo_dial.train.step import evaluate
 
