@@ -208,13 +208,17 @@ def trl_train(
         dataloader_num_workers=0,
     )
 
+    # Several processes (accelerate, ZeRO): one process cannot run the sharded model alone, so
+    # the base and the final policy are evaluated on the main process after training.
+    sharded = int(os.environ.get("WORLD_SIZE", "1")) > 1
+
     def run_eval(model_now, step: int) -> None:
         with autocast(config.precision, device):
             evals.append(evaluate(model_now, tokenizer, task, heldout, config, step))
 
     class Records(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, **_):
-            if state.global_step == 0 and not evals and state.is_world_process_zero:
+            if state.global_step == 0 and not evals and not sharded:
                 run_eval(model, 0)
 
         def on_step_begin(self, args, state, control, **_):
@@ -224,7 +228,7 @@ def trl_train(
             step = state.global_step
             walls[step] = time.perf_counter() - self.t0
             last = step == config.steps
-            if (last or step % config.eval_every == 0) and state.is_world_process_zero:
+            if (last or step % config.eval_every == 0) and not sharded:
                 run_eval(model, step)
 
         def on_save(self, args, state, control, **_):
@@ -251,6 +255,9 @@ def trl_train(
         trainer.save_model(str(outputs["model"]))
     if not trainer.is_world_process_zero():
         return
+    if sharded and "model" in outputs:
+        for source, step in ((base_model_dir, 0), (outputs["model"], config.steps)):
+            run_eval(load_policy(str(source), device, "float32")[0].eval(), step)
     imported = trl_tables.import_completions(run_dir, config.group_size)
     responses = trl_tables.responses_table(imported)
     tables = trl_tables.run_tables(responses, dial, trainer.state.log_history, walls, bands, vocab)
