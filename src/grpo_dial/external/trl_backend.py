@@ -65,7 +65,7 @@ def run_key(config: TrainConfig, dial: Dial, pool, heldout, base) -> dict:
     )
 
 
-def open_run_dir(run_dir: Path, key: dict, mode: str) -> str | None:
+def open_run_dir(run_dir: Path, key: dict, mode: str, steps: int) -> str | None:
     """The checkpoint folder to resume from, or None to start afresh; another run's folder is
     moved aside (auto) or stops the run (strict), never overwritten."""
     from transformers.trainer_utils import get_last_checkpoint
@@ -76,8 +76,12 @@ def open_run_dir(run_dir: Path, key: dict, mode: str) -> str | None:
     if run_dir.is_dir() and key_file.is_file():
         old = json.loads(key_file.read_text(encoding="utf-8"))
         changes = key_changes(old, key)
+        last = get_last_checkpoint(str(run_dir))
+        done = int(last.rsplit("-", 1)[1]) if last else 0
+        if done > steps:
+            changes.append(f"train.steps: {done} already done, {steps} asked")
         if not changes:
-            return get_last_checkpoint(str(run_dir))
+            return last
         why = "belongs to another run (" + "; ".join(changes) + ")"
         if mode == "strict":
             raise ValueError(
@@ -175,7 +179,8 @@ def trl_train(
         [p.prompt_id for p in pool], [p.difficulty for p in pool], pass_rates
     )
     run_dir = Path(checkpoint_dir) / "trl"
-    resume_from = open_run_dir(run_dir, run_key(config, dial, pool, heldout, model), config.resume)
+    key = run_key(config, dial, pool, heldout, model)
+    resume_from = open_run_dir(run_dir, key, config.resume, config.steps)
     saved = {"evals": [], "walls": {}}
     if resume_from is not None:
         saved = json.loads((Path(resume_from) / RECORDS).read_text(encoding="utf-8"))
