@@ -1,5 +1,5 @@
-"""The smoke chain with every arm on the trl backend (TRL's GRPOTrainer): the same tables,
-figures and summary as the own backend, and TRL's advantages in the responses table."""
+"""The smoke chain's training half with the arms on the trl backend (TRL's GRPOTrainer): the own
+backend's tables, decomposition and training figures, and TRL's advantages in the responses."""
 
 from __future__ import annotations
 
@@ -23,12 +23,13 @@ DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, whi
     "nostd_sequence": {"preset": "dr_grpo", "length_norm": "sequence", "backend": "trl"},
     "grpo_adaptive": {"preset": "grpo", "group_size": "adaptive", "backend": "own"},
 }
+FIGURES = ("length_curves", "decomposition", "accuracy_length", "silent_training")
 ON_TRL = [d for d, spec in DIALS.items() if spec["backend"] == "trl"]
 
 
-def tiny_base(directory: Path, spec: dict) -> Path:
-    """The smoke spec's Llama over the arithmetic alphabet, untrained (no warm start: the
-    chain starts from the pass rates)."""
+def tiny_base(results: Path, spec: dict) -> None:
+    """The smoke spec's Llama over the arithmetic alphabet, untrained, where rule warm_start
+    writes it (so the chain starts from the pass rates)."""
     from grpo_dial.data.tasks.arithmetic import ArithmeticTask
     from grpo_dial.policy.model import (
         PolicySpec,
@@ -38,8 +39,9 @@ def tiny_base(directory: Path, spec: dict) -> Path:
     )
 
     tokenizer = build_char_tokenizer(ArithmeticTask().alphabet)
-    save_policy(build_tiny_llama(PolicySpec(**spec), tokenizer, seed=0), tokenizer, directory)
-    return directory
+    model = build_tiny_llama(PolicySpec(**spec), tokenizer, seed=0)
+    save_policy(model, tokenizer, results / "policy" / "base")
+    (results / "policy" / "warm_start_loss.csv").write_text("step,loss\n")
 
 
 @pytest.mark.workflow
@@ -47,13 +49,15 @@ def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path
     pytest.importorskip("trl")
     results = tmp_path / "results"
     config = smoke_config(results)
-    config["model"]["base"] = str(tiny_base(tmp_path / "base", config["model"]["spec"]))
+    tiny_base(results, config["model"]["spec"])
     config["train"]["lr_match"] = {"enabled": False, "reference": "grpo"}
     config["dials"] = DIALS
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    figures = [results / "figures" / f"{name}.png" for name in FIGURES]
+    targets = [str(p) for p in (results / "decompose" / "summary.csv", *figures)]
     done = subprocess.run(
         [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-         "--configfile", str(tmp_path / "config.yaml"), "--cores", "2"],
+         "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", *targets],
         capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -80,10 +84,8 @@ def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path
         assert (results / "checkpoints" / dial / "seed0" / "trl" / "run_key.json").exists()
     summary = pd.read_csv(results / "decompose" / "summary.csv")
     assert sorted(summary["dial"]) == sorted(DIALS)
-    for figure in ("length_curves", "decomposition", "accuracy_length", "silent_training"):
-        assert (results / "figures" / f"{figure}.png").stat().st_size > 10_000, figure
-    text = (results / "summary.md").read_text()
-    assert all(f"**{dial}**" in text for dial in DIALS)
+    for figure in figures:
+        assert figure.stat().st_size > 10_000, figure
 
 
 @pytest.mark.workflow
