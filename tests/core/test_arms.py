@@ -53,7 +53,8 @@ def test_max_length_is_set_only_for_the_constant_normalizer_and_only_when_unset(
     "spec, defaults, message",
     [
         ({"preset": "grpo", "g_max": 8}, None,
-         "unknown dial key 'g_max'; valid keys: preset, std_power, .* group_size, allocation$"),
+         "unknown dial key 'g_max'; valid keys: preset, std_power, .* group_size, allocation, "
+         "backend$"),
         ({"allocation": {"gmax": 8}}, None,
          "unknown dial allocation key 'gmax'; valid keys: signal, g_min, g_max, unanimous, "
          "prior_strength, decay$"),

@@ -25,6 +25,7 @@ from grpo_dial.dag.schema import validate_config  # noqa: E402
 from grpo_dial.data.sources import OFFLINE_VARIABLES  # noqa: E402
 from grpo_dial.core.config_checks import config_problems  # noqa: E402
 from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
+from grpo_dial.train.trl_dial import arm_backend, backend_error  # noqa: E402 (no torch)
 
 fit_to_cluster(workflow, WorkflowError)  # cluster profile: threads = cpus_per_task; jobs fit sinfo
 
@@ -33,6 +34,8 @@ if (_problem := config_problems(config, workflow.configfiles)) is not None:
 try:
     validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")  # + defaults
     PLAN = build_plan(config, REPO, Path.cwd())
+    if (_why := backend_error(config)) is not None:  # a dial the trl backend cannot express
+        raise ConfigError(_why)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 

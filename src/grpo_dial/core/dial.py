@@ -302,7 +302,8 @@ class Allocation:
 
 
 DIAL_KEYS = ("preset", *(f.name for f in fields(Dial)))
-ALLOCATION_KEYS = ("group_size", "allocation")  # an arm's keys that are not the dial's
+ALLOCATION_KEYS = ("group_size", "allocation", "backend")  # an arm's keys that are not the dial's
+# (backend: own | trl, read by grpo_dial.train.trl_dial.arm_backend)
 SETTING_KEYS = tuple(f.name for f in fields(Allocation) if f.name != "scheme")
 
 

@@ -17,7 +17,7 @@ from grpo_dial.dag.inputs import POLICY_TABLE, Inputs, check_strata, task, task_
 from grpo_dial.data.sources import hub_model_id, missing_path
 
 # Workflow-only keys of a section, never handed to the library dataclass the section feeds.
-TRAIN_WORKFLOW_KEYS = ("seeds", "lr_match", "threads", "allocation")
+TRAIN_WORKFLOW_KEYS = ("seeds", "lr_match", "threads", "allocation", "backend", "trl")
 PASSRATE_WORKFLOW_KEYS = ("optional", "public", "path")
 LENGTH_BIAS_WORKFLOW_KEYS = ("tables", "run_normalizers")
 

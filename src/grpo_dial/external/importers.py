@@ -97,21 +97,24 @@ def _finish(
     tokenizer: object | None,
     grouping: tuple[int | None, bool],
     auto_reward: bool = True,
+    extra: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, ImportReport]:
-    """Pick the reward, clean, group. names: our field -> file column."""
+    """Pick the reward, clean, group. names: our field -> file column; `extra` columns are
+    carried through as they are."""
     if len(raw) == 0:
         raise no_rows(report)
     raw = raw.reset_index(drop=True)
     cols = None
     if auto_reward or rule.reward_column is not None:
-        known = [c for c in names.values() if c in raw.columns]  # never a reward candidate
+        known = [c for c in (*names.values(), *extra) if c in raw.columns]  # never a reward
         cols = reward_columns(raw.drop(columns=known), rule, report.source)
     fields = {f: raw[names[f]] if names.get(f) in raw.columns else None for f in _FIELDS}
     fields["raw_reward"] = reward_series(raw, cols, rule)
     fields["correct"] = raw[rule.correct_column] if rule.correct_column else None
+    fields |= {c: raw[c] for c in extra}
     overlong = rule.correct_column is None and "overlong_reward" in raw.columns
     report.notes.append(rule.describe(cols, overlong))
-    return assemble(fields, raw["_loc"], rule, tokenizer, report, grouping)
+    return assemble(fields, raw["_loc"], rule, tokenizer, report, grouping, extra)
 
 
 # --------------------------------------------------------------------------- importers
@@ -127,6 +130,7 @@ def import_trl(
     reward_weights: Sequence[float] | None = None,
     group_size: int | None = None,
     eval_steps: int | Sequence[int] | None = None,
+    extra: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, ImportReport]:
     """TRL GRPOTrainer(log_completions=True) logs: `<output_dir>/completions/completions_<step>
     .parquet` (give the run dir or the completions dir), columns step, prompt, completion, one per
@@ -134,7 +138,8 @@ def import_trl(
     log() are dropped as repeated, evaluation rows as eval (trl_snapshots): the evaluated steps
     come from `eval_steps` (GRPOConfig.eval_steps, or a list), else trainer_state.json, and
     are also inferred from the files. Several reward columns: name one, or a list to sum with
-    `reward_weights` (GRPOConfig.reward_weights)."""
+    `reward_weights` (GRPOConfig.reward_weights). `extra`: logged columns (a reward function's
+    log_extra) to carry through after RESPONSE_COLUMNS (the trl train backend's)."""
     rule = make_rule(reward_column, threshold, correct_column, correct_from, reward_weights)
     root = Path(directory)
     root = root / "completions" if (root / "completions").is_dir() else root
@@ -145,7 +150,8 @@ def import_trl(
         raise ValueError(f"no completions_<step>.parquet files under {root}")
     names = {"step": "step", "prompt": "prompt", "response": "completion"} | _OPTIONAL
     report = ImportReport(source=f"trl:{directory}")
-    frames = _read(files, report, _needs(names, rule, _OPTIONAL), step_from_name=False)
+    needs = _needs(names, rule, _OPTIONAL) | {c: "extra" for c in extra}
+    frames = _read(files, report, needs, step_from_name=False)
     steps = [step_order(path)[0] for path, _ in frames]
     if eval_steps is not None:
         evaluated, source = every_eval_steps(eval_steps, steps), "eval_steps"
@@ -159,7 +165,7 @@ def import_trl(
         f"eval steps {snap.eval_steps or 'none'} (from {snap.eval_source})"
         + (f", {snap.lost_train_rows} training row(s) overwritten" if snap.lost_train_rows else "")
     )
-    return _finish(snap.rows, report, names, rule, tokenizer, (group_size, True))
+    return _finish(snap.rows, report, names, rule, tokenizer, (group_size, True), True, extra)
 
 
 def _is_validation(df: pd.DataFrame) -> bool:
@@ -301,7 +307,7 @@ def import_run(spec: Mapping) -> tuple[pd.DataFrame, ImportReport]:
         raise ValueError(f"unknown run format {fmt!r}; valid: {', '.join(IMPORTERS)}")
     importer = IMPORTERS[fmt]
     params = list(inspect.signature(importer).parameters)
-    valid = ["format", "path", *params[1:]]
+    valid = ["format", "path", *(p for p in params[1:] if p != "extra")]
     unknown = sorted(set(spec) - set(valid))
     if unknown:
         raise ValueError(

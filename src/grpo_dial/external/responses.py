@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -86,10 +86,12 @@ def assemble(
     tokenizer: object | None,
     report: ImportReport,
     grouping: tuple[int | None, bool],
+    extra: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, ImportReport]:
     """Clean the raw fields (step, prompt, response, raw_reward, correct, advantage, difficulty;
     None = not logged), skip and count bad rows, and build the RESPONSE_COLUMNS table.
-    grouping = (declared G or None, whether the log keeps each group's rows together)."""
+    grouping = (declared G or None, whether the log keeps each group's rows together); `extra`
+    fields are carried through as they are, after RESPONSE_COLUMNS."""
     n, loc = len(loc), loc.to_numpy()
     raw = {k: None if v is None else v.reset_index(drop=True) for k, v in fields.items()}
     by_flag = rule.correct_column is not None
@@ -105,6 +107,8 @@ def assemble(
     df["correct"] = raw["correct"].map(as_bool).astype(object) if by_flag else None
     df["advantage"] = numeric("advantage")
     df["difficulty"] = pd.NA if raw["difficulty"] is None else raw["difficulty"]
+    for name in extra:
+        df[name] = raw[name]
     needed = ["step", "prompt", "response", "correct" if by_flag else "raw_reward"]
     checks = {  # (N,) each; True = the row fails
         "missing_value": np.any([raw[c].isna().to_numpy() for c in needed], axis=0),
@@ -152,4 +156,4 @@ def assemble(
     report.notes.append(
         f"length = {unit} of the generated text" + (f" ({detail})" if detail else "")
     )
-    return df[list(RESPONSE_COLUMNS)], report
+    return df[[*RESPONSE_COLUMNS, *extra]], report

@@ -167,6 +167,10 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
         )
     dial, config = _arm(params, lr_scale=scale)
     pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
+    if params.get("backend", "own") == "trl":
+        from grpo_dial.external.trl_launch import run_trl  # TRL's GRPOTrainer: docs/backends.md
+
+        return run_trl(input, output, params, dial, config, pass_rates)
     train_run(
         _base_model(input, params),
         _task(params),

@@ -1,0 +1,153 @@
+"""An arm's dial as TRL's GRPOConfig, or the one field TRL cannot express; standard library only.
+
+`train.backend: trl` (or an arm's own `backend: trl`) trains the arm with TRL's GRPOTrainer
+(grpo_dial.external.trl_backend). Its dial translates field by field (TRL 1.16, grpo_trainer.py
+`_generate_and_score_completions` and `_compute_loss`):
+
+    std_power 1 / 0          scale_rewards 'group' / 'none': A = (r - mean_g) / (std_g + 1e-4),
+                             std_g the sample std (torch.std), or A = r - mean_g
+    length_norm sequence     loss_type 'grpo': mean over each response's tokens, then responses
+    length_norm token        loss_type 'dapo': sum over the generation batch / its token count
+                             (num_items_in_batch, gathered over processes and accumulation
+                             steps), our token mean's scope exactly; 'bnpo' divides by the
+                             tokens of one micro-batch on one process, which differs as soon as
+                             the batch is split
+    length_norm constant     loss_type 'dr_grpo': sum / (responses x max_completion_length), so
+                             the dial's max_length must be the generation limit max_new_tokens
+    clip_low / clip_high     epsilon / epsilon_high
+    group_size (train)       num_generations; prompts_per_step x G completions per step
+    kl_coef                  beta (k3 estimator against the base policy, as ours)
+    updates_per_batch        num_iterations
+
+TRL fixes the std's ddof (1) and eps (1e-4): with std_power 1 a dial that differs is refused, the
+`trl_grpo` dial {preset: grpo, std_ddof: 1, eps: 0.0001} matches. With std_power 0 they do not
+enter A, so any value is accepted. Refused, one line naming the field: std_power strictly between
+0 and 1 (TRL scales by the std or not at all), silent 'drop' (dynamic sampling refills the batch
+with new generations; TRL generates once per step), group_size 'adaptive' (TRL's sampler gives
+every prompt num_generations), anchor (needs a running pass-rate state between steps), strata,
+and length_norm 'lambda'. Nothing here imports torch: common.smk calls `backend_error` at parse
+time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from grpo_dial.core.dial import Dial, read_arm
+
+BACKENDS = ("own", "trl")
+TRL_STD_DDOF = 1  # torch.std: the sample std
+TRL_EPS = 1e-4  # added to the std in _generate_and_score_completions
+LOSS_TYPES = {"sequence": "grpo", "token": "dapo", "constant": "dr_grpo"}
+
+
+def arm_backend(arm: Mapping, train: Mapping) -> str:
+    """The arm's backend: its own `backend` key, else train.backend, else 'own'."""
+    return str(arm.get("backend", train.get("backend", "own")))
+
+
+def arm_dial(arm: Mapping, max_new_tokens: int | None = None) -> Dial:
+    """The arm's Dial, read by the one owner of an arm (grpo_dial.core.dial.read_arm)."""
+    return read_arm(arm, None, max_new_tokens=max_new_tokens).dial
+
+
+def refusal(dial: Dial, max_new_tokens: int, adaptive: bool = False) -> tuple[str, str] | None:
+    """(field, why) of the first dial field TRL cannot express, or None when it translates."""
+    checks = (
+        ("std_power", dial.std_power not in (0, 1),
+         "TRL's scale_rewards divides by the std (std_power 1) or not at all (0)"),
+        ("std_ddof", dial.std_power == 1 and dial.std_ddof != TRL_STD_DDOF,
+         f"TRL fixes the sample std (std_ddof {TRL_STD_DDOF})"),
+        ("eps", dial.std_power == 1 and dial.eps != TRL_EPS,
+         f"TRL fixes eps = {TRL_EPS} added to the std"),
+        ("silent", dial.silent != "keep",
+         "TRL keeps silent groups (no dynamic-sampling refill); use 'keep'"),
+        ("group_size", adaptive, "TRL gives every prompt num_generations responses"),
+        ("length_norm", dial.length_norm not in LOSS_TYPES,
+         "TRL has no length-weighted token mean"),
+        ("strata", dial.strata is not None, "TRL normalizes within whole groups only"),
+        ("anchor", dial.anchor != "none", "TRL keeps no difficulty anchor between steps"),
+        ("max_length", dial.length_norm == "constant" and dial.max_length != max_new_tokens,
+         f"TRL's dr_grpo divides by max_completion_length = train.max_new_tokens "
+         f"({max_new_tokens})"),
+    )  # fmt: skip
+    for field, refused, why in checks:
+        if refused:
+            value = "adaptive" if field == "group_size" else getattr(dial, field)
+            return field, f"{field} = {value!r}: {why}"
+    return None
+
+
+def backend_error(config: Mapping) -> str | None:
+    """One line for the first arm whose backend is unknown or whose dial TRL cannot express
+    (config: the workflow config after schema defaults), else None."""
+    train = config.get("train", {})
+    for name, arm in config.get("dials", {}).items():
+        backend = arm_backend(arm, train)
+        if backend not in BACKENDS:
+            return f"config error at 'dials.{name}.backend': {backend!r}; choose one of own, trl"
+        if backend != "trl":
+            continue
+        try:
+            dial = arm_dial(arm, train.get("max_new_tokens"))
+        except ValueError as err:
+            return f"config error at 'dials.{name}': {err}"
+        adaptive = arm.get("group_size", "uniform") == "adaptive"
+        if (why := refusal(dial, train.get("max_new_tokens", 48), adaptive)) is not None:
+            field, text = why
+            return (
+                f"config error at 'dials.{name}.{field}': the trl backend cannot train "
+                f"{text} (backend: own can)"
+            )
+    return None
+
+
+def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
+    """GRPOConfig keywords of the dial and the train section (a dial `refusal` accepts).
+
+    train: TrainConfig fields (steps, prompts_per_step, group_size, lr, lr_scale, optimizer,
+    weight_decay, betas, grad_clip, max_new_tokens, temperature, updates_per_batch, kl_coef,
+    micro_batch, seed, precision). One optimizer step per batch of prompts_per_step x G
+    completions, as ours, spread over `processes` (accelerate's, one per GPU); a micro_batch
+    splits each process's share into gradient-accumulation steps."""
+    if (why := refusal(dial, train["max_new_tokens"])) is not None:
+        raise ValueError(f"the trl backend cannot train {why[1]}")
+    completions = train["prompts_per_step"] * train["group_size"]
+    if completions % processes:
+        raise ValueError(
+            f"prompts_per_step x group_size = {completions} completions do not split evenly "
+            f"over {processes} processes"
+        )
+    share = completions // processes
+    micro = train.get("micro_batch") or share
+    micro = max(d for d in range(1, min(micro, share) + 1) if share % d == 0)
+    optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train.get("optimizer", "adamw")]
+    betas = tuple(train.get("betas", (0.9, 0.999)))
+    return {
+        "num_generations": train["group_size"],
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": share // micro,
+        "steps_per_generation": share // micro,
+        "max_completion_length": train["max_new_tokens"],
+        "temperature": train.get("temperature", 1.0),
+        "top_p": 1.0,
+        "top_k": 0,
+        "scale_rewards": "group" if dial.std_power == 1 else "none",
+        "loss_type": LOSS_TYPES[dial.length_norm],
+        "epsilon": dial.clip_low,
+        "epsilon_high": dial.clip_high,
+        "beta": train.get("kl_coef", 0.0),
+        "num_iterations": train.get("updates_per_batch", 1),
+        "mask_truncated_completions": False,  # ours trains truncated responses too (reward 0)
+        "learning_rate": train.get("lr", 1e-4) * train.get("lr_scale", 1.0),
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "optim": optim,
+        "weight_decay": train.get("weight_decay", 0.0),
+        "adam_beta1": betas[0],
+        "adam_beta2": betas[1],
+        "max_grad_norm": train.get("grad_clip") or 0.0,
+        "max_steps": train["steps"],
+        "seed": train.get("seed", 0),
+        "bf16": train.get("precision", "fp32") == "bf16",
+    }

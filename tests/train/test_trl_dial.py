@@ -1,0 +1,100 @@
+"""The dial as TRL's GRPOConfig: what translates, and the one line for what does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_dial.core.dial import Dial, preset
+from grpo_dial.train.trl_dial import (
+    TRL_EPS,
+    arm_backend,
+    arm_dial,
+    backend_error,
+    grpo_config_kwargs,
+    refusal,
+)
+
+TRL_GRPO = {"preset": "grpo", "std_ddof": 1, "eps": 0.0001}
+TRAIN = {"steps": 3, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 40,
+         "lr": 1e-4, "seed": 7}  # fmt: skip
+
+
+def config(arm: dict, backend: str = "trl") -> dict:
+    return {"train": {**TRAIN, "backend": backend}, "dials": {"arm": arm}}
+
+
+@pytest.mark.parametrize(
+    ("arm", "scale", "loss"),
+    [
+        (TRL_GRPO, "group", "grpo"),
+        ({"preset": "dr_grpo"}, "none", "dr_grpo"),  # std_ddof / eps do not enter A at power 0
+        ({**TRL_GRPO, "length_norm": "token", "clip_high": 0.28}, "group", "dapo"),
+    ],
+)
+def test_grpo_dr_grpo_and_dapo_translate(arm, scale, loss):
+    assert backend_error(config(arm)) is None
+    kw = grpo_config_kwargs(arm_dial(arm, 40), TRAIN)
+    assert (kw["scale_rewards"], kw["loss_type"]) == (scale, loss)
+    assert kw["epsilon"] == 0.2 and kw["epsilon_high"] == arm.get("clip_high", 0.2)
+    assert kw["num_generations"] == 4 and kw["max_completion_length"] == 40
+    # one optimizer step per batch of prompts x G completions, as ours
+    assert kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] == 16
+    assert kw["max_steps"] == 3 and kw["seed"] == 7 and kw["beta"] == 0.0
+
+
+def test_a_micro_batch_splits_the_step_into_accumulation_steps():
+    kw = grpo_config_kwargs(arm_dial(TRL_GRPO), {**TRAIN, "micro_batch": 6})
+    assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (4, 4)
+    assert kw["steps_per_generation"] == 4  # still one generation per optimizer step
+
+
+@pytest.mark.parametrize(
+    ("arm", "field", "names"),
+    [
+        ({"preset": "grpo"}, "std_ddof", "sample std"),  # ours: population std
+        ({"preset": "grpo", "std_ddof": 1}, "eps", str(TRL_EPS)),
+        ({**TRL_GRPO, "std_power": 0.5}, "std_power", "or not at all"),
+        ({"preset": "dapo", "std_ddof": 1, "eps": 1e-4}, "silent", "dynamic-sampling"),
+        ({**TRL_GRPO, "group_size": "adaptive"}, "group_size", "num_generations"),
+        ({**TRL_GRPO, "length_norm": "lambda"}, "length_norm", "length-weighted"),
+        ({**TRL_GRPO, "strata": "truncated"}, "strata", "whole groups"),
+        ({**TRL_GRPO, "anchor": "batch"}, "anchor", "anchor"),
+        ({"preset": "dr_grpo", "max_length": 30}, "max_length", "max_completion_length"),
+    ],
+)
+def test_a_field_trl_cannot_express_is_refused_in_one_line(arm, field, names):
+    error = backend_error(config(arm))
+    assert error is not None and "\n" not in error
+    assert error.startswith(f"config error at 'dials.arm.{field}'") and names in error
+    assert backend_error(config(arm, backend="own")) is None  # ours trains every one
+
+
+def test_processes_share_the_step_and_accumulate_their_micro_batches():
+    train = {**TRAIN, "prompts_per_step": 64, "group_size": 8, "micro_batch": 8}
+    kw = grpo_config_kwargs(arm_dial(TRL_GRPO), train, processes=8)  # 512 completions
+    assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (8, 8)
+    assert 8 * kw["per_device_train_batch_size"] * kw["steps_per_generation"] == 512
+    with pytest.raises(ValueError, match="do not split evenly over 3 processes"):
+        grpo_config_kwargs(arm_dial(TRL_GRPO), TRAIN, processes=3)
+
+
+def test_the_arm_backend_overrides_the_train_section():
+    arm = {"preset": "grpo", "backend": "trl"}  # population std: refused only on trl
+    assert arm_backend(arm, {"backend": "own"}) == "trl"
+    assert "std_ddof" in backend_error(config(arm, backend="own"))
+    assert arm_backend({}, {}) == "own"
+
+
+def test_the_translation_refuses_what_the_dry_run_refuses():
+    with pytest.raises(ValueError, match="std_ddof"):
+        grpo_config_kwargs(preset("grpo"), TRAIN)
+    assert refusal(Dial(std_power=0.0, std_ddof=0, eps=0.0), 40) is None
+
+
+def test_trl_accepts_every_keyword():
+    trl = pytest.importorskip("trl")
+    for arm in (TRL_GRPO, {"preset": "dr_grpo"}, {**TRL_GRPO, "length_norm": "token"}):
+        kw = grpo_config_kwargs(arm_dial(arm, 40), TRAIN)
+        args = trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **kw)
+        assert args.scale_rewards == kw["scale_rewards"] and args.loss_type == kw["loss_type"]
+        assert args.generation_batch_size == 16

@@ -1,0 +1,101 @@
+"""The smoke chain's training half with the arms on the trl backend (TRL's GRPOTrainer): the own
+backend's tables, decomposition and training figures, and TRL's advantages in the responses."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+from test_policy_workflow import smoke_config
+from test_workflow import SNAKEMAKE, snakemake
+
+TRL = {"std_ddof": 1, "eps": 0.0001, "backend": "trl"}
+DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, which TRL lacks)
+    "grpo": {"preset": "grpo", **TRL},
+    "dr_grpo": {"preset": "dr_grpo", "backend": "trl"},
+    "dapo": {"preset": "dapo", "silent": "keep", **TRL},
+    # the default's other arms (an overlay cannot remove them): TRL where it can express them
+    "std_constant": {"preset": "grpo", "length_norm": "constant", **TRL},
+    "nostd_sequence": {"preset": "dr_grpo", "length_norm": "sequence", "backend": "trl"},
+    "grpo_adaptive": {"preset": "grpo", "group_size": "adaptive", "backend": "own"},
+}
+FIGURES = ("length_curves", "decomposition", "accuracy_length", "silent_training")
+ON_TRL = [d for d, spec in DIALS.items() if spec["backend"] == "trl"]
+
+
+def tiny_base(results: Path, spec: dict) -> None:
+    """The smoke spec's Llama over the arithmetic alphabet, untrained, where rule warm_start
+    writes it (so the chain starts from the pass rates)."""
+    from grpo_dial.data.tasks.arithmetic import ArithmeticTask
+    from grpo_dial.policy.model import (
+        PolicySpec,
+        build_char_tokenizer,
+        build_tiny_llama,
+        save_policy,
+    )
+
+    tokenizer = build_char_tokenizer(ArithmeticTask().alphabet)
+    model = build_tiny_llama(PolicySpec(**spec), tokenizer, seed=0)
+    save_policy(model, tokenizer, results / "policy" / "base")
+    (results / "policy" / "warm_start_loss.csv").write_text("step,loss\n")
+
+
+@pytest.mark.workflow
+def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path):
+    pytest.importorskip("trl")
+    results = tmp_path / "results"
+    config = smoke_config(results)
+    tiny_base(results, config["model"]["spec"])
+    config["train"]["lr_match"] = {"enabled": False, "reference": "grpo"}
+    config["dials"] = DIALS
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    figures = [results / "figures" / f"{name}.png" for name in FIGURES]
+    targets = [str(p) for p in (results / "decompose" / "summary.csv", *figures)]
+    done = subprocess.run(
+        [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+         "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", *targets],
+        capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    for dial in ON_TRL:
+        spec = DIALS[dial]
+        run = results / "train" / dial / "seed0"
+        steps = pd.read_parquet(run / "steps.parquet")
+        assert list(steps["step"]) == list(range(1, config["train"]["steps"] + 1))
+        assert steps["grad_norm"].notna().all() and steps["lr"].gt(0).all()
+        responses = pd.read_parquet(run / "responses.parquet")
+        g = config["train"]["group_size"]
+        assert len(responses) == config["train"]["steps"] * config["train"]["prompts_per_step"] * g
+        # TRL's logged advantages: zero mean per group, zero in silent groups
+        by_group = responses.groupby(["step", "group"])["advantage"]
+        assert by_group.sum().abs().max() < 1e-5
+        silent = responses["k"].isin([0, g])
+        assert (responses.loc[silent, "advantage"] == 0).all()
+        if spec["preset"] == "dr_grpo":  # A = r - mean_g
+            expected = responses["reward"] - responses["k"] / g
+            assert responses["advantage"].to_numpy() == pytest.approx(expected, abs=1e-6)
+        evals = pd.read_parquet(run / "evals.parquet")
+        assert {0, config["train"]["steps"]} <= set(evals["step"])
+        assert (run / "final" / "config.json").exists()
+        assert (results / "checkpoints" / dial / "seed0" / "trl" / "run_key.json").exists()
+    summary = pd.read_csv(results / "decompose" / "summary.csv")
+    assert sorted(summary["dial"]) == sorted(DIALS)
+    for figure in figures:
+        assert figure.stat().st_size > 10_000, figure
+
+
+@pytest.mark.workflow
+def test_a_dial_trl_cannot_express_fails_the_dry_run_in_one_line(tmp_path):
+    config = smoke_config(tmp_path / "results")
+    config["dials"] = {"grpo": {"preset": "grpo", "backend": "trl"}}  # population std
+    done = snakemake(tmp_path, config, "-n")
+    assert done.returncode != 0
+    lines = [x for x in (done.stderr + done.stdout).splitlines() if "config error" in x]
+    assert lines == [
+        "config error at 'dials.grpo.std_ddof': the trl backend cannot train std_ddof = 0: "
+        "TRL fixes the sample std (std_ddof 1) (backend: own can)"
+    ]
