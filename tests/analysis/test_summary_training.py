@@ -102,3 +102,13 @@ def test_trained_sections_come_and_go_with_their_tables():
     steps["lambda"] = np.nan  # no arm logs an estimator quantity: no section
     text = summary_markdown(dict(tables, **{"decompose/all_identity.parquet": identity.iloc[:0]}))
     assert "## Estimators" not in text and "## Identity on the trained model" not in text
+
+
+def test_base_policy_mean_and_levels_are_recomputed_from_the_prompts():
+    k = np.array([0, 8, 32, 1, 2, 3])
+    table = pd.DataFrame({"prompt_id": range(6), "difficulty": ["o3d3"] * 2 + ["o2d1"] * 4,
+                          "n": 32, "k": k, "p_hat": k / 32})  # fmt: skip
+    text = summary_markdown({"passrates/base_policy.parquet": table})
+    assert f"Mean pass rate {k.mean() / 32:.3f} over 6 prompts (32 samples each)" in text
+    hard, easy = k[:2].mean() / 32, k[2:].mean() / 32
+    assert text.index(f"| o3d3 | 2 | {hard:.3f} |") < text.index(f"| o2d1 | 4 | {easy:.3f} |")

@@ -29,7 +29,7 @@ HEADER = [
 
 SECTIONS = (
     s.group_size, s.identity, s.difficulty, s.simulate, s.length_bias, s.dapo, s.real_lengths,
-    tr.rl_runs, tr.identity_model, tr.length_pressure, tr.allocation,
+    tr.base_policy, tr.rl_runs, tr.identity_model, tr.length_pressure, tr.allocation,
 )  # fmt: skip
 
 

@@ -47,6 +47,23 @@ def _per_step(samples: pd.Series | None, dial: str, seed=None) -> str:
     return f"{value:.1f}" + ("" if ref is None else f" ({value / ref:.2f}x)")
 
 
+def base_policy(tables: Tables) -> list[str]:
+    """The warm-started policy's pass rates over its training pool: the mean, and the mean by
+    difficulty level (lowest first)."""
+    path = "passrates/base_policy.parquet"
+    t = one(tables, path)
+    if t is None:
+        return []
+    levels = t.groupby("difficulty")["p_hat"].agg(["size", "mean"]).sort_values("mean")
+    rows = [[str(level), str(int(v["size"])), num(v["mean"])] for level, v in levels.iterrows()]
+    return [
+        "## The base policy", "", MACHINE, "",
+        f"Mean pass rate {num(t['p_hat'].mean())} over {len(t)} prompts "
+        f"({int(t['n'].iloc[0])} samples each); by level:", "",
+        *md_table(["level", "prompts", "mean pass rate"], rows), source(path), "",
+    ]  # fmt: skip
+
+
 def rl_runs(tables: Tables) -> list[str]:
     """Per dial (mean over seeds) and per run: accuracy before -> after, the length change and its
     split by correctness, samples per step."""
@@ -226,6 +243,6 @@ def estimator_state(tables: Tables) -> list[str]:
 
 
 __all__ = [
-    "allocation", "estimator_state", "identity_model", "length_pressure", "rl_runs",
+    "allocation", "base_policy", "estimator_state", "identity_model", "length_pressure", "rl_runs",
     "samples_per_step",
 ]  # fmt: skip
