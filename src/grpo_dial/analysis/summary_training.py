@@ -180,6 +180,7 @@ ALLOCATION_METRICS = {
     "final_greedy_accuracy": ("final held-out greedy accuracy", 3),
     "samples_to_target": ("samples to reach the target accuracy", 0),
     "silent_fraction": ("silent groups", 2),
+    "samples_per_step": ("samples per step", 1),
     "silent_sample_share": ("samples in silent groups", 2),
 }
 
