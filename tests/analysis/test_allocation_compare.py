@@ -62,7 +62,7 @@ def test_comparison_intervals_and_paired_difference():
     assert reach["reached_uniform"] == 2  # the seed ending at 0.48 never gets to 0.50
     silent = table.set_index("metric").loc["silent_fraction"]
     assert silent["diff_mean"] == pytest.approx(-0.2)
-    text = summary_markdown({"allocation": table})
+    text = summary_markdown({"allocation/comparison.csv": table})
     assert "Adaptive against uniform group sizes" in text and "adaptive higher" in text
 
 

@@ -1,79 +1,174 @@
-"""Tests for grpo_dial.analysis.summary_text: every sentence is read off the tables it is given."""
+"""Tests for grpo_dial.analysis.summary_text: the run's front page is read off the tables it is
+given, each number recomputed here a second way, and a section comes and goes with its tables."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
+import pytest
 
 from grpo_dial.analysis.summary_text import summary_markdown
 
-GROUP_SIZE = pd.DataFrame(
-    {
-        "p": [0.5, 0.05],
-        "fidelity": [0.9, 0.99],
-        "g_exact": [7, 273],
-        "g_closed_form_nearest": [5, 263],
-    }
-)
-DIFFICULTY = pd.DataFrame(
-    {
-        "metric": [
-            "n_prompts",
-            "never_solved_fraction",
-            "always_solved_fraction",
-            "extreme_share_grpo",
-            "extreme_share_dr_grpo",
-            "silent_fraction_G8",
-        ],
-        "value": [215608, 0.04, 0.072, 0.247, 0.139, 0.44],
-    }
-)
-DAPO = pd.DataFrame(
-    {
-        "model": ["closed_form", "saturating"],
-        "r2": [0.95, 0.97],
-        "r2_lo": [0.9, float("nan")],
-        "r2_hi": [0.99, float("nan")],
-    }
-)
-REAL = pd.DataFrame(
-    {
-        "source": ["math_cot_100"],
-        "difficulty": ["Level 5"],
-        "mean_len_correct": [612.4],
-        "mean_len_incorrect": [1013.6],
-        "diff": [401.2],
-        "diff_lo": [float("nan")],
-        "diff_hi": [float("nan")],
-    }
-)
+GROUP_SIZE = pd.DataFrame({
+    "p": [0.5, 0.5, 0.05, 0.05], "fidelity": [0.9, 0.99, 0.9, 0.99],
+    "g_exact": [7, 51, 42, 273], "g_closed_form_nearest": [5, 50, 26, 263],
+})  # fmt: skip
+IDENTITY = pd.DataFrame({
+    "recipe": ["grpo", "grpo", "dr_grpo"], "G": [2, 8, 8], "k": [1, 3, 3], "dim": [3, 16, 16],
+    "max_abs_residual": [0.0, 6.66e-16, 2.2e-16], "relative_residual": [0.0, 6.3e-16, 5e-16],
+})  # fmt: skip
 
 
-def test_sections_come_in_a_fixed_order_with_the_tables_numbers():
-    text = summary_markdown(
-        {"dapo": DAPO, "group_size": GROUP_SIZE, "difficulty": DIFFICULTY, "real_lengths": REAL}
-    )
-    headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings == [
-        "## The base policy's pass rates",
-        "## Length by correctness in logged real responses",
-        "## Group size for fidelity",
-        "## DAPO consistency",
-    ]
-    assert "p = 0.5 at 90%: 7 (5), p = 0.05 at 99%: 273 (263)" in text
-    assert "215608 prompts: 4% never solved, 7% always solved" in text
-    assert "25% of GRPO's gradient mass and 14% of Dr. GRPO's; 44% of groups" in text
-    assert "R^2 0.950 [0.900, 0.990] against 0.970" in text
-    # one logged source without an interval: no brackets invented
-    assert "correct 612, incorrect 1014 characters (difference +401)" in text
+def _difficulty(table, n, never, always, silent):
+    metrics = {"n_prompts": n, "never_solved_fraction": never, "always_solved_fraction": always,
+               "extreme_share_grpo": 0.2484, "extreme_share_dr_grpo": 0.1393,
+               "silent_fraction_G8": silent}  # fmt: skip
+    return pd.DataFrame({"table": table, "metric": list(metrics), "value": list(metrics.values())})
+
+
+SIMULATE = pd.DataFrame({
+    "arm": ["grpo", "dr_grpo", "dr_grpo_lr_matched"], "lr": [0.5, 0.5, 1.175374942],
+    "silent_r2": 0.999, "initial_extreme_mass": [0.1732, 0.1457, 0.1457],
+    "realized_extreme_mass": 0.6, "hardest_quartile_final_p": [0.99362, 0.93800, 0.99184],
+    "mean_silent_fraction": 0.8, "oversampling_factor": 1.0, "steps_to_mean_p_0_9": [26, 66, 29],
+})  # fmt: skip
+DAPO = pd.DataFrame({"model": ["closed_form", "saturating"], "n_params": [1, 2],
+                     "r2": [0.95, 0.97], "r2_lo": [0.9, np.nan], "r2_hi": [0.99, np.nan]})
+
+
+def _length_bias():
+    rows = []
+    for arm, drift, ratio in (("grpo", 3.66e-3, 1.0), ("nostd_sequence", 1.46e-3, 0.3988)):
+        for aware in (0.0, 1.0):
+            d = drift * aware
+            rows.append({
+                "arm": arm, "awareness": aware, "n_seeds": 3, "measured_drift_wrong": d,
+                "measured_drift_wrong_lo": d - 1e-4, "measured_drift_wrong_hi": d + 1e-4,
+                "predicted_drift_wrong": d, "tail_wrong_start": 4.0, "tail_wrong_end": 4 + aware,
+                "tail_correct_start": 4.0, "tail_correct_end": 4.0,
+                "measured_ratio_to_grpo": ratio if aware else np.nan,
+                "measured_ratio_to_grpo_lo": ratio - 0.01 if aware else np.nan,
+                "measured_ratio_to_grpo_hi": ratio + 0.01 if aware else np.nan,
+                "predicted_ratio_to_grpo": 0.3969 if arm != "grpo" else 1.0,
+            })  # fmt: skip
+    fit = pd.DataFrame({"path": ["wrong", "correct"], "r2": [0.94, 0.89], "n_points": 500,
+                        "blind_max_abs_z": [1.09, 0.8]})  # fmt: skip
+    return pd.DataFrame(rows), fit
+
+
+def _real_lengths():
+    """Two difficulty rows built from response lengths, so the pooled gap can be recomputed."""
+    lengths = {("l1", True): [100, 120], ("l1", False): [300], ("l2", True): [200],
+               ("l2", False): [260, 280, 330]}  # fmt: skip
+    rows = []
+    for level in ("l1", "l2"):
+        ok, bad = lengths[(level, True)], lengths[(level, False)]
+        rows.append({"source": "math", "difficulty": level, "n_problems": 5, "n_correct": len(ok),
+                     "n_incorrect": len(bad), "mean_len_correct": np.mean(ok),
+                     "mean_len_incorrect": np.mean(bad), "diff": np.mean(bad) - np.mean(ok),
+                     "diff_lo": np.nan, "diff_hi": np.nan})  # fmt: skip
+    every_ok = [x for (_, good), xs in lengths.items() if good for x in xs]
+    every_bad = [x for (_, good), xs in lengths.items() if not good for x in xs]
+    return pd.DataFrame(rows), np.mean(every_bad) - np.mean(every_ok)
+
+
+def _analysis_tables():
+    lb, fit = _length_bias()
+    real, _ = _real_lengths()
+    return {
+        "theory/group_size_table.csv": GROUP_SIZE,
+        "theory/identity_residuals.csv": IDENTITY,
+        "difficulty/synthetic/summary.csv": _difficulty("synthetic", 20000, 0.0395, 0.0742, 0.4414),
+        "simulate/synthetic/summary.csv": SIMULATE,
+        "length_bias/synthetic/summary.csv": lb,
+        "length_bias/synthetic/fit.csv": fit,
+        "dapo/fit_summary.csv": DAPO,
+        "real_lengths/by_correctness.csv": real,
+    }
+
+
+HEADINGS = [
+    "## Group size for fidelity", "## Identity check", "## Difficulty of the pass-rate tables",
+    "## Controlled Bernoulli-logit run", "## Length-bias simulation", "## DAPO consistency",
+    "## Length by correctness in logged real responses",
+]  # fmt: skip
+
+
+def _headings(text):
+    return [line for line in text.splitlines() if line.startswith("## ")]
+
+
+def test_analysis_sections_come_in_a_fixed_order_with_their_tables_numbers():
+    tables = _analysis_tables()
+    text = summary_markdown(dict(reversed(tables.items())))  # input order does not matter
+    assert _headings(text) == HEADINGS
+    assert "| 0.5 | 7 (5) | 51 (50) |" in text and "| 0.05 | 42 (26) | 273 (263) |" in text
+    assert "dimensions 3, 16: 7e-16." in text  # max over rows, 6.66e-16 to one digit
+    between = 1 - 0.0395 - 0.0742
+    assert f"| synthetic | 20,000 | {100 * between:.1f}% | 4.0% | 7.4% | 24.8% | 13.9%" in text
+    assert "| 44.1% |" in text
+    # four decimals tell GRPO's 0.9936 from the lr-matched 0.9918 (three would not: 0.994, 0.992)
+    assert "| GRPO | 0.5 | 0.999 | 17.3% |" in text and "| 0.9936 |" in text
+    assert "| Dr. GRPO, lr matched | 1.18 |" in text and "| 0.9918 |" in text
+    assert "| alpha 0, sequence normalizer | 1.46e-03 [1.36e-03, 1.56e-03] | 1.46e-03 |" in text
+    assert "0.3988 [0.3888, 0.4088] | 0.3969 |" in text
+    assert "wrong path R^2 0.940, correct path R^2 0.890" in text and "|z| = 1.09" in text
+    assert "| closed form, one timescale | 1 | 0.950 [0.900, 0.990] |" in text
+    assert "| generic saturating | 2 | 0.970 |" in text  # no interval invented
+    _, pooled = _real_lengths()
+    assert f"math {pooled:+.0f} characters" in text
+    for path in tables:
+        assert f"[`{path}`]({path})" in text  # every table is named under its section
     assert text.endswith(".\n")
 
 
-def test_empty_or_missing_tables_give_no_section_and_external_runs_come_last():
+@pytest.mark.parametrize("path", list(_analysis_tables()))
+def test_a_section_comes_and_goes_with_its_table(path):
+    tables = _analysis_tables()
+    present = _headings(summary_markdown(tables))
+    without = dict(tables)
+    without.pop(path)
+    if path == "length_bias/synthetic/fit.csv":  # the fit only adds a line to its section
+        text = summary_markdown(without)
+        assert "R^2 0.940" not in text and "## Length-bias simulation" in text
+        return
+    empty = dict(tables, **{path: tables[path].iloc[:0]})
+    for reduced in (without, empty):
+        headings = _headings(summary_markdown(reduced))
+        assert len(headings) == len(present) - 1 and set(headings) < set(present)
+
+
+def test_every_difficulty_table_gets_a_row_and_the_base_policy_is_flagged():
+    tables = {
+        "difficulty/synthetic/summary.csv": _difficulty("synthetic", 20000, 0.04, 0.07, 0.44),
+        "difficulty/base_policy/summary.csv": _difficulty("base_policy", 256, 0.16, 0.047, 0.41),
+    }
+    text = summary_markdown(tables)
+    assert "| base_policy | 256 | 79.3% | 16.0% | 4.7% |" in text
+    assert "`base_policy` is the trained model's own table" in text
+    assert "trained model" not in summary_markdown({k: v for k, v in tables.items()
+                                                    if "synthetic" in k})  # fmt: skip
+
+
+def test_identity_angle_is_the_arccos_of_the_smallest_cosine():
+    from grpo_dial.analysis.summary_training import identity_model
+
+    identity = pd.DataFrame({
+        "dial": ["grpo", "grpo", "std_constant"], "length_norm": ["sequence"] * 2 + ["constant"],
+        "seq_relative_residual": [1e-16, 6e-16, 2e-16], "token_cosine": [0.95, 0.78, 1.0],
+    })  # fmt: skip
+    text = "\n".join(identity_model({"decompose/all_identity.parquet": identity}))
+    angle = math.degrees(math.acos(0.78))
+    assert f"| GRPO | sequence | 2 | 6.0e-16 | 0.780 | {angle:.0f} |" in text
+    assert "| alpha 1, constant normalizer | constant | 1 | 2.0e-16 | 1.000 | 0 |" in text
+    assert "sequence level: 6e-16." in text and "float rounding" in text
+
+
+def test_external_runs_come_last():
     external = pd.DataFrame({"metric": ["silent_fraction"], "value": [0.123456]})
-    text = summary_markdown(
-        {"group_size": GROUP_SIZE.iloc[:0], "external_my_run": external, "dapo": DAPO}
-    )
-    assert "Group size" not in text
+    text = summary_markdown({"external/my_run/summary.csv": external, "dapo/fit_summary.csv": DAPO})
     assert text.index("## DAPO consistency") < text.index("## Imported run my_run")
     assert "silent_fraction 0.123." in text
     assert summary_markdown({}).startswith("# grpo-dial: summary of this run")

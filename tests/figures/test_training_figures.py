@@ -3,10 +3,14 @@ change in the title, the stacked terms, and the empty identity table."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import yaml
 from matplotlib import pyplot as plt
 
+from grpo_dial.core.arm_names import ARM_NAMES
 from grpo_dial.figures import training
 
 
@@ -44,10 +48,45 @@ def test_decomposition_stacks_the_terms_of_each_run():
                                         "lo", "hi"])  # fmt: skip
     fig = training.decomposition_figure(terms)
     ax = fig.axes[0]
-    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
-    assert heights == sorted([1.0, -2.0, 5.0, 0.5, 1.0, 3.0])
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["grpo\nseed 0", "grpo\nseed 1"]
+    widths = sorted(round(p.get_width(), 6) for p in ax.patches)
+    assert widths == sorted([1.0, -2.0, 5.0, 0.5, 1.0, 3.0])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["grpo, seed 0", "grpo, seed 1"]
     assert "Most of the length change sits in incorrect responses" in fig.texts[0].get_text()
+    plt.close(fig)
+
+
+def _full_config_terms():
+    """One run per arm and seed of config/full.yaml over the embedded default (its dials are
+    added to the default's), each with the three terms and a total."""
+    root = Path(__file__).resolve().parents[2] / "config"
+    default, full = (yaml.safe_load((root / n).read_text()) for n in ("config.yaml", "full.yaml"))
+    dials = list(default["dials"]) + [d for d in full["dials"] if d not in default["dials"]]
+    rows = []
+    for dial in dials:
+        for seed in full["train"]["seeds"]:
+            for q, v in (("mix", -1.0), ("within_correct", 1.0), ("within_incorrect", 4.0)):
+                rows.append((dial, seed, "term", q, v, v / 4.0, np.nan, np.nan))
+            rows.append((dial, seed, "term", "total", 4.0, 1.0, 3.0, 5.0))
+    terms = pd.DataFrame(rows, columns=["dial", "seed", "kind", "quantity", "value", "share",
+                                        "lo", "hi"])  # fmt: skip
+    return terms, dials, full["train"]["seeds"]
+
+
+def test_decomposition_labels_stay_readable_with_every_arm_of_the_full_config():
+    terms, dials, seeds = _full_config_terms()
+    fig = training.decomposition_figure(terms, ARM_NAMES)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == len(dials) * len(seeds) == len(set(labels))  # one label per run
+    assert labels[0] == "GRPO, seed 0" and labels[1] == f"GRPO, seed {seeds[1]}"
+    for dial in dials:  # every arm of the full config has a name in the docs' words
+        assert dial in ARM_NAMES, dial
+        assert sum(label.startswith(ARM_NAMES[dial] + ", seed") for label in labels) >= len(seeds)
+    fig.canvas.draw()  # laid out as drawn: no label overlaps the next or leaves the figure
+    boxes = [t.get_window_extent() for t in ax.get_yticklabels()]
+    for upper, lower in zip(boxes, boxes[1:], strict=False):
+        assert upper.y0 >= lower.y1, "tick labels overlap"
+    assert min(b.x0 for b in boxes) >= 0
     plt.close(fig)
 
 

@@ -138,11 +138,20 @@ def run_spec(wildcards):
 def summary_inputs(wildcards):
     """Every table the summary speaks about that this configuration produces."""
     inputs = {"group_size": f"{RESULTS}/theory/group_size_table.csv"}
+    inputs["identity"] = f"{RESULTS}/theory/identity_residuals.csv"
+    inputs["group_bias"] = f"{RESULTS}/theory/group_bias.csv"
+    inputs |= {f"difficulty_{t}": f"{RESULTS}/difficulty/{t}/summary.csv" for t in TABLES}
+    inputs |= {f"simulate_{t}": f"{RESULTS}/simulate/{t}/summary.csv" for t in SIM_TABLES}
+    for t in LENGTH_BIAS_TABLES:
+        inputs[f"length_bias_{t}"] = f"{RESULTS}/length_bias/{t}/summary.csv"
+        inputs[f"length_bias_fit_{t}"] = f"{RESULTS}/length_bias/{t}/fit.csv"
     if POLICY_ENABLED:
         inputs["training"] = f"{RESULTS}/decompose/summary.csv"
-        inputs["difficulty"] = f"{RESULTS}/difficulty/{POLICY_TABLE}/summary.csv"
-    if SIM_TABLES:
-        inputs["simulate"] = f"{RESULTS}/simulate/{SIM_TABLES[0]}/summary.csv"
+        inputs["base_policy"] = f"{RESULTS}/passrates/{POLICY_TABLE}.parquet"
+        inputs["training_steps"] = f"{RESULTS}/decompose/all_steps.parquet"
+        inputs["training_identity"] = f"{RESULTS}/decompose/all_identity.parquet"
+        inputs["length_pressure"] = f"{RESULTS}/length_pressure/summary.csv"
+        inputs["length_pressure_prediction"] = f"{RESULTS}/length_pressure/prediction.csv"
     if REAL_LENGTH_INPUTS:
         inputs["real_lengths"] = f"{RESULTS}/real_lengths/by_correctness.csv"
     if DAPO_CURVE is not None:

@@ -6,6 +6,8 @@ the tables keep the raw values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -58,35 +60,54 @@ def length_curves_figure(curves: pd.DataFrame) -> plt.Figure:
     return grid.figure
 
 
-def decomposition_figure(terms: pd.DataFrame) -> plt.Figure:
-    """The three-term split of the length change per run, stacked (positive up, negative down),
-    with the total and its bootstrap interval."""
+ROW_INCHES = 0.3  # height of one run's bar row: room for an 8-point label with space around it
+
+
+def decomposition_runs(terms: pd.DataFrame) -> pd.DataFrame:
+    """(dial, seed) of every run, arms in the table's (the config's) order, seeds ascending."""
+    runs = terms[["dial", "seed"]].drop_duplicates()
+    order = {d: i for i, d in enumerate(runs["dial"].unique())}
+    return runs.sort_values(["dial", "seed"], key=lambda c: c.map(order) if c.name == "dial"
+                            else c).reset_index(drop=True)  # fmt: skip
+
+
+def decomposition_labels(runs: pd.DataFrame, names: Mapping[str, str] | None = None) -> list[str]:
+    """One label per run, top to bottom: the arm's display name (`names`, the stage passes the
+    docs' names; else the config key) and the seed."""
+    names = names or {}
+    return [f"{names.get(d, d)}, seed {s}" for d, s in zip(runs["dial"], runs["seed"], strict=True)]
+
+
+def decomposition_figure(terms: pd.DataFrame, names: Mapping[str, str] | None = None) -> plt.Figure:
+    """The three-term split of the length change per run, stacked horizontally (positive right,
+    negative left), with the total and its bootstrap interval; one row per run, so any number of
+    arms and seeds keeps one readable label per row."""
     theme()
     rows = terms[terms["kind"] == "term"]
-    runs = rows[["dial", "seed"]].drop_duplicates().sort_values(["dial", "seed"])
-    labels = [f"{d}\nseed {s}" for d, s in zip(runs["dial"], runs["seed"], strict=True)]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(runs) + 2), 4.4))
-    x = np.arange(len(runs))
+    runs = decomposition_runs(rows)
+    fig, ax = plt.subplots(figsize=(7.5, max(3.0, ROW_INCHES * len(runs) + 1.6)),
+                           layout="constrained")
+    y = np.arange(len(runs))
     pos, neg = np.zeros(len(runs)), np.zeros(len(runs))
+
+    def value_of(quantity):
+        return [rows[(rows["dial"] == d) & (rows["seed"] == s) & (rows["quantity"] == quantity)]
+                .iloc[0] for d, s in zip(runs["dial"], runs["seed"], strict=True)]  # fmt: skip
+
     for term, color in TERM_COLORS.items():
-        values = np.array([
-            rows[(rows["dial"] == d) & (rows["seed"] == s) & (rows["quantity"] == term)]["value"]
-            .iloc[0] for d, s in zip(runs["dial"], runs["seed"], strict=True)
-        ])  # fmt: skip
-        bottom = np.where(values >= 0, pos, neg)
-        ax.bar(x, values, bottom=bottom, color=color, label=TERM_LABELS[term], width=0.7)
+        values = np.array([r["value"] for r in value_of(term)])
+        left = np.where(values >= 0, pos, neg)
+        ax.barh(y, values, left=left, color=color, label=TERM_LABELS[term], height=0.7)
         pos, neg = pos + np.clip(values, 0, None), neg + np.clip(values, None, 0)
-    total = [
-        rows[(rows["dial"] == d) & (rows["seed"] == s) & (rows["quantity"] == "total")].iloc[0]
-        for d, s in zip(runs["dial"], runs["seed"], strict=True)
-    ]
+    total = value_of("total")
     value = np.array([t["value"] for t in total])
     err = np.array([[t["value"] - t["lo"] for t in total], [t["hi"] - t["value"] for t in total]])
-    ax.errorbar(x, value, yerr=err, fmt="D", color="black", ms=5, capsize=3, label="total (90% CI)")
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_ylabel("change in mean length, last vs first window (characters)")
-    ax.legend(frameon=False, fontsize=8, ncol=2)
+    ax.errorbar(value, y, xerr=err, fmt="D", color="black", ms=5, capsize=3, label="total (90% CI)")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, decomposition_labels(runs, names), fontsize=8)
+    ax.set_ylim(len(runs) - 0.5, -0.5)  # the first run on top
+    ax.set_xlabel("change in mean length, last vs first window (characters)")
+    fig.legend(frameon=False, fontsize=8, ncol=4, loc="outside lower center")
     incorrect = rows[rows["quantity"] == "within_incorrect"]
     share = incorrect["share"].median()
     fig.suptitle(

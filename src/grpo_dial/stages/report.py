@@ -173,13 +173,14 @@ def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
 def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Length curves, decomposition, accuracy against length, silent fraction, identity, and the
     estimators' per-step state when the rule asks for it."""
+    from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
     from grpo_dial.figures import training as f
 
     steps, terms = read_table(input["steps"]), read_table(input["terms"])
     figures = {
         "length_curves": f.length_curves_figure(read_table(input["curves"])),
-        "decomposition": f.decomposition_figure(terms),
+        "decomposition": f.decomposition_figure(terms, ARM_NAMES),
         "accuracy_length": f.accuracy_length_figure(steps),
         "silent_training": f.silent_figure(steps),
         "identity_training": f.identity_figure(read_table(input["identity"])),
@@ -200,10 +201,18 @@ def real_lengths_figure(input: Mapping, output: Mapping, params: Mapping) -> Non
 
 
 def summary_markdown(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """results/summary.md: the key numbers in plain sentences, generated from the tables."""
+    """results/summary.md: the run's key numbers in tables, generated from the result tables,
+    each keyed by its path relative to the summary's folder (the results directory)."""
+    import os
+
     from grpo_dial.analysis.summary_text import summary_markdown as write
 
-    tables = {name: read_table(path) for name, path in input.items()}
+    root = os.path.dirname(os.path.abspath(output["summary"]))
+    paths = [path for _, value in input.items() for path in _as_list(value)]
+    tables = {
+        os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/"): read_table(path)
+        for path in paths
+    }
     text = write(tables)
     with open(output["summary"], "w") as handle:
         handle.write(text)

@@ -1,0 +1,92 @@
+"""Number formats and markdown tables of the run summary (`analysis.summary_text`).
+
+Every number is printed with enough digits to tell neighbouring arms apart (a final pass rate
+with 4 decimals: 0.9936 against 0.9918), and a missing value as "n/a", never as 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+NA = "n/a"
+
+
+def missing(x) -> bool:
+    return x is None or bool(pd.isna(x))
+
+
+def pct(x, digits: int = 1) -> str:
+    """0.2485 -> '24.8%'."""
+    return NA if missing(x) else f"{100 * float(x):.{digits}f}%"
+
+
+def num(x, digits: int = 3) -> str:
+    return NA if missing(x) else f"{float(x):.{digits}f}"
+
+
+def signed(x, digits: int = 1) -> str:
+    return NA if missing(x) else f"{float(x):+.{digits}f}"
+
+
+def sci(x, digits: int = 1) -> str:
+    """6.66e-16 -> '6.7e-16'; 0 stays '0'."""
+    if missing(x):
+        return NA
+    return "0" if float(x) == 0 else f"{float(x):.{digits}e}"
+
+
+def count(x) -> str:
+    return NA if missing(x) else f"{int(round(float(x))):,}"
+
+
+def interval(mean, lo, hi, fmt=num, **kw) -> str:
+    """'m [lo, hi]', or 'm' alone when the interval is missing (one seed)."""
+    if missing(mean):
+        return NA
+    if missing(lo) or missing(hi):
+        return fmt(mean, **kw)
+    return f"{fmt(mean, **kw)} [{fmt(lo, **kw)}, {fmt(hi, **kw)}]"
+
+
+def arrow(before, after, fmt=num, **kw) -> str:
+    return f"{fmt(before, **kw)} -> {fmt(after, **kw)}"
+
+
+def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A markdown table; '|' inside a cell is escaped so it cannot split the cell."""
+
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows), ""]
+
+
+def source(*paths: str) -> str:
+    """The line under a table naming the files it was read from (paths relative to summary.md)."""
+    return "Table: " + ", ".join(f"[`{p}`]({p})" for p in paths) + "."
+
+
+def pick(tables: Mapping[str, pd.DataFrame], pattern: str) -> list[tuple[str, str, pd.DataFrame]]:
+    """(name, path, table) for every non-empty table whose path matches `pattern` in full; name is
+    the pattern's `name` group (a pass-rate table, a run) or '' when it has none."""
+    found = []
+    for path, table in tables.items():
+        m = re.fullmatch(pattern, path)
+        if m is not None and table is not None and len(table):
+            found.append((m.groupdict().get("name", ""), path, table))
+    return found
+
+
+def one(tables: Mapping[str, pd.DataFrame], path: str) -> pd.DataFrame | None:
+    """The table at `path` when it is present and not empty."""
+    table = tables.get(path)
+    return table if table is not None and len(table) else None
+
+
+__all__ = [
+    "NA", "arrow", "count", "interval", "md_table", "missing", "num", "one", "pct", "pick",
+    "sci", "signed", "source",
+]  # fmt: skip

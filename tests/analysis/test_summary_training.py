@@ -1,0 +1,114 @@
+"""Tests for grpo_dial.analysis.summary_training: the trained policy's sections of the run summary,
+each number recomputed here from the rows it summarizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from grpo_dial.analysis.summary_text import summary_markdown
+from grpo_dial.analysis.summary_training import samples_per_step
+
+RNG = np.random.default_rng(0)
+COLUMNS = ("accuracy_before accuracy_after heldout_sampled_before heldout_sampled_after "
+           "heldout_greedy_before heldout_greedy_after length_before length_after total mix "
+           "within_correct within_incorrect within_incorrect_work within_incorrect_redundant "
+           "incorrect_share final_silent_fraction extreme_mass_share").split()  # fmt: skip
+
+
+def _runs():
+    """decompose/summary.csv of three arms x two seeds with random numbers, and the steps table:
+    GRPO samples 128 a step, DAPO refills (more), the adaptive arm leaves some budget unspent."""
+    rows, steps = [], []
+    per_step = {"grpo": [128] * 4, "dapo": [128, 256, 192, 128],
+                "grpo_adaptive": [128, 120, 124, 128]}  # fmt: skip
+    for dial in per_step:
+        for seed in (0, 1):
+            values = RNG.uniform(0, 1, len(COLUMNS))
+            row = {"dial": dial, "seed": seed, **dict(zip(COLUMNS, values, strict=True))}
+            for term in ("total", "incorrect_share"):
+                row[f"{term}_lo"], row[f"{term}_hi"] = row[term] - 0.1, row[term] + 0.1
+            row["extra_samples"] = sum(per_step[dial]) - 4 * 128  # negative for the adaptive arm
+            rows.append(row)
+            steps += [{"dial": dial, "seed": seed, "step": s + 1, "samples": n}
+                      for s, n in enumerate(per_step[dial])]  # fmt: skip
+    return pd.DataFrame(rows), pd.DataFrame(steps)
+
+
+def test_rl_runs_are_means_over_seeds_with_samples_per_step_never_negative():
+    runs, steps = _runs()
+    text = summary_markdown({"decompose/summary.csv": runs, "decompose/all_steps.parquet": steps})
+    assert "## RL runs: accuracy and length by correctness" in text
+    assert "float rounding" in text  # flagged as machine-dependent
+    dapo = runs[runs["dial"] == "dapo"]
+    before, after = dapo["heldout_sampled_before"].mean(), dapo["heldout_sampled_after"].mean()
+    assert f"| DAPO | 2 | {dapo['accuracy_before'].mean():.3f} -> " in text
+    assert f"| {before:.3f} -> {after:.3f} |" in text
+    assert f"| {dapo['total'].mean():+.1f} | {100 * dapo['incorrect_share'].mean():.0f}% |" in text
+    # samples per step: counted responses, DAPO's refills above GRPO's 128, the adaptive arm's
+    # unspent budget below it; never a negative count
+    assert f"| {np.mean([128, 256, 192, 128]):.1f} ({176 / 128:.2f}x) |" in text
+    assert f"| {np.mean([128, 120, 124, 128]):.1f} ({125 / 128:.2f}x) |" in text
+    assert "-" not in "".join(line.split("|")[-2] for line in text.splitlines()
+                              if line.startswith("| GRPO, adaptive G |"))  # fmt: skip
+    gain = {d: 100 * (f["heldout_sampled_after"].mean() - f["heldout_sampled_before"].mean())
+            for d, f in runs.groupby("dial")}  # fmt: skip
+    lo, hi = min(gain, key=gain.get), max(gain, key=gain.get)
+    names = {"grpo": "GRPO", "dapo": "DAPO", "grpo_adaptive": "GRPO, adaptive G"}
+    assert (f"gain, mean over seeds: {gain[lo]:+.1f} ({names[lo]}) to {gain[hi]:+.1f} "
+            f"({names[hi]}) points") in text  # fmt: skip
+    per_run = runs.iloc[0]
+    assert (f"| GRPO | 0 | {per_run['total']:+.1f} [{per_run['total_lo']:+.1f}, "
+            f"{per_run['total_hi']:+.1f}] |") in text  # fmt: skip
+    assert "[`decompose/all_steps.parquet`](decompose/all_steps.parquet)" in text
+
+
+def test_samples_per_step_is_the_mean_count_per_run():
+    _, steps = _runs()
+    got = samples_per_step(steps)
+    assert got.loc[("dapo", 1)] == 176.0 and (got >= 0).all()
+    assert samples_per_step(None) is None
+
+
+def test_trained_sections_come_and_go_with_their_tables():
+    runs, steps = _runs()
+    pressure = pd.DataFrame({
+        "dial": ["grpo", "dr_grpo"], "normalizer": ["sequence", "constant"], "n_seeds": 2,
+        "pressure_wrong": [2.72, 0.0], "pressure_wrong_lo": [2.42, 0.0],
+        "pressure_wrong_hi": [3.01, 0.0], "pressure_net": [1.82, 0.0],
+        "pressure_net_lo": [1.5, 0.0], "pressure_net_hi": [2.1, 0.0],
+        "within_incorrect": [4.6, 3.9],
+        "within_incorrect_lo": [4.3, 2.5], "within_incorrect_hi": [4.9, 5.3],
+    })  # fmt: skip
+    prediction = pd.DataFrame({"inflation": ["within_incorrect"], "spearman_rho": [0.11],
+                               "inflation_gap": [0.36], "n_runs": [12]})  # fmt: skip
+    identity = pd.DataFrame({"dial": ["grpo"], "length_norm": ["sequence"],
+                             "seq_relative_residual": [3e-16], "token_cosine": [0.96]})
+    steps["lambda"] = np.where(steps["dial"] == "grpo", np.nan, steps["step"] / 10)
+    tables = {
+        "decompose/summary.csv": runs, "decompose/all_steps.parquet": steps,
+        "decompose/all_identity.parquet": identity, "length_pressure/summary.csv": pressure,
+        "length_pressure/prediction.csv": prediction,
+    }  # fmt: skip
+    text = summary_markdown(tables)
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## RL runs: accuracy and length by correctness",
+                        "## Identity on the trained model", "## Length pressure in the RL runs",
+                        "## Estimators"]  # fmt: skip
+    row = "| GRPO | sequence | 2 | 2.72 [2.42, 3.01] | 1.82 [1.50, 2.10] | +4.6 [+4.3, +4.9] |"
+    assert row in text
+    assert "Across 12 runs the Spearman correlation between pressure and inflation is 0.11" in text
+    assert "| DAPO | lambda | 0.100 -> 0.400 |" in text  # first -> last logged step
+    steps["lambda"] = np.nan  # no arm logs an estimator quantity: no section
+    text = summary_markdown(dict(tables, **{"decompose/all_identity.parquet": identity.iloc[:0]}))
+    assert "## Estimators" not in text and "## Identity on the trained model" not in text
+
+
+def test_base_policy_mean_and_levels_are_recomputed_from_the_prompts():
+    k = np.array([0, 8, 32, 1, 2, 3])
+    table = pd.DataFrame({"prompt_id": range(6), "difficulty": ["o3d3"] * 2 + ["o2d1"] * 4,
+                          "n": 32, "k": k, "p_hat": k / 32})  # fmt: skip
+    text = summary_markdown({"passrates/base_policy.parquet": table})
+    assert f"Mean pass rate {k.mean() / 32:.3f} over 6 prompts (32 samples each)" in text
+    hard, easy = k[:2].mean() / 32, k[2:].mean() / 32
+    assert text.index(f"| o3d3 | 2 | {hard:.3f} |") < text.index(f"| o2d1 | 4 | {easy:.3f} |")
