@@ -172,3 +172,29 @@ def test_external_runs_come_last():
     assert text.index("## DAPO consistency") < text.index("## Imported run my_run")
     assert "silent_fraction 0.123." in text
     assert summary_markdown({}).startswith("# grpo-dial: summary of this run")
+
+
+def test_the_aware_tail_section_appears_only_with_its_tables():
+    import pandas as pd
+
+    from grpo_dial.analysis.summary_text import summary_markdown
+
+    drift = pd.DataFrame({
+        "quantity": ["contrast", "contrast", "d_wrong", "d_wrong"],
+        "dial": ["grpo", "dr_grpo", "grpo", "dr_grpo"],
+        "mean": [1.56, -0.03, 0.8, 0.0], "lo": [-1.5, -0.12, 0.1, -0.1],
+        "hi": [4.61, 0.05, 1.5, 0.1], "ratio": [1.0, 0.01, 1.0, 0.01],
+        "ratio_sgd": [1.0, 0.0, 1.0, 0.0],
+    })  # fmt: skip
+    bridge = pd.DataFrame({
+        "quantity": ["auc", "pressure_wrong"], "value": [0.68, 51.0], "lo": [0.52, 15.0],
+        "hi": [0.83, 96.0],
+    })  # fmt: skip
+    assert "## The aware tail" not in summary_markdown({})
+    text = summary_markdown({"aware/drift.csv": drift, "aware/bridge.csv": bridge})
+    section = text[text.index("## The aware tail"):]
+    assert "grpo +1.560 [-1.500, +4.610], ratio 1.00 (closed form 1.00)" in section
+    assert "dr_grpo -0.030 [-0.120, +0.050], ratio 0.01 (closed form 0.00)" in section
+    assert "AUC of length for being wrong 0.68 [0.52, 0.83]" in section
+    assert "+51 [+15, +96] characters" in section
+    assert "[`aware/drift.csv`](aware/drift.csv), [`aware/bridge.csv`](aware/bridge.csv)" in section

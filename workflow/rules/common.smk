@@ -161,6 +161,10 @@ def summary_inputs(wildcards):
         inputs["allocation_bands"] = f"{RESULTS}/allocation/by_band.csv"
     for run in RUNS_EXTERNAL:
         inputs[f"external_{run}"] = f"{RESULTS}/external/{run}/summary.csv"
+    if AWARE_ENABLED:  # aware.smk
+        inputs["aware"] = f"{RESULTS}/aware/drift.csv"
+    if AWARE_BRIDGE:
+        inputs["aware_bridge"] = f"{RESULTS}/aware/bridge.csv"
     return inputs
 
 

@@ -47,10 +47,22 @@ def _external(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     return lines
 
 
+def _aware(tables: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The aware-tail study (task `aware`): each dial's mode-contrast drift against the closed
+    form, and the real-model bridge when it ran."""
+    if "aware/drift.csv" not in tables:
+        return []
+    from grpo_dial.analysis.aware import summary_lines
+
+    paths = [p for p in ("aware/drift.csv", "aware/bridge.csv") if p in tables]
+    body = summary_lines(tables["aware/drift.csv"], tables.get("aware/bridge.csv"))
+    return ["## The aware tail", "", *body, "", source(*paths), ""]
+
+
 def summary_markdown(tables: Mapping[str, pd.DataFrame]) -> str:
     """Markdown with one section per kind of table present, in a fixed order."""
     lines = list(HEADER)
-    for section in (*SECTIONS, _estimators, _external):
+    for section in (*SECTIONS, _aware, _estimators, _external):
         lines += section(tables)
     return "\n".join(lines).rstrip() + "\n"
 
