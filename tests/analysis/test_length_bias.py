@@ -13,6 +13,7 @@ from torch.func import vmap
 
 from grpo_dial.analysis import length_bias as lb
 from grpo_dial.analysis import length_step
+from grpo_dial.analysis.arms import ANALYSIS_ARMS
 from grpo_dial.analysis.length_bias_summary import fit, summarize
 from grpo_dial.analysis.length_step import draw_tails, response_weights, tail_updates
 from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator, policy_loss
@@ -180,8 +181,9 @@ def test_lambda_counteracts_or_amplifies_the_wrong_tail_inflation(monkeypatch):
     sign holds at any r > 0."""
     for arm, lam in (("lambda_pos", 2.25), ("lambda_neg", -2.25)):
         monkeypatch.setitem(
-            lb._ARM_DIAL, arm, ("lambda_grpo", {"lambda_learnable": False, "lambda_value": lam})
-        )
+            ANALYSIS_ARMS, arm,
+            {"preset": "lambda_grpo", "lambda_learnable": False, "lambda_value": lam},
+        )  # fmt: skip
     pool = np.random.default_rng(0).beta(0.6, 0.6, 5000)
     config = lb.LengthBiasConfig(**SMALL, arms=tuple(LAMBDA_ARMS))
     steps = lb.simulate_length_bias(pool, config)[0]

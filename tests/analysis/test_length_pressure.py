@@ -3,11 +3,14 @@ recomputed advantages, bad input, the per-dial summary and the inflation check."
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from grpo_dial.analysis import length_pressure as lp
+from grpo_dial.core.dial import read_arm
 
 
 def _responses(n_steps=40, groups=6, g=8, aware=0.0, seed=0):
@@ -204,8 +207,10 @@ def test_stage_on_own_runs_uses_the_decomposition_as_inflation(tmp_path):
     out = {k: str(tmp_path / f"{k}.csv") for k in ("steps", "summary", "runs", "prediction")}
     params = {
         "runs": runs,
-        "dials": {"grpo": {"preset": "grpo"}, "dr_grpo": {"preset": "dr_grpo"}},
-        "max_new_tokens": 64,
+        "dials": {  # the fields read_arm resolves at DAG build (common.smk's DIAL_FIELDS)
+            name: asdict(read_arm({"preset": name}, max_new_tokens=64).dial)
+            for name in ("grpo", "dr_grpo")
+        },
         "window_fraction": 0.1,
     }
     length_pressure({"responses": responses, "terms": terms}, out, params)

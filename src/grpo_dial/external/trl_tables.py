@@ -63,6 +63,7 @@ def responses_table(imported: pd.DataFrame) -> pd.DataFrame:
             "redundant": pd.to_numeric(imported["task_redundant"]).astype(float),
             "resample_round": np.int64(0),
             "trained": True,
+            "prefix": "",  # no forced core: TRL samples every response token (rollout/forced.py)
         }
     )
     return out[list(rec.RESPONSE_COLUMNS)]
