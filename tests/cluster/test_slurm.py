@@ -238,7 +238,7 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cl
         pytest.skip(
             "with accounting, snakemake-executor-plugin-slurm 2.8.0 reads sacct's 'CANCELLED by "
             "<uid>' as an unknown state and waits forever; run it without accounting "
-            "(tests/cluster/slurm_up.sh none), where the status comes from squeue"
+            "(tests/cluster/slurm_up.sh noaccounting), where the status comes from squeue"
         )
     note = cancel_and_resume(smoke_runs["root"] / "slurm", smoke_runs["profile"],
                              cluster["accounting"])  # fmt: skip
