@@ -222,6 +222,7 @@ def test_group_checks_count_unequal_groups_and_spot_filtered_runs():
     mixed = responses([(1, "a", [1, 0, 1, 0]), (1, "b", [1, 1, 1, 1]), (2, "a", [0]),
                        (2, "c", [1, 0, 0, 0, 1, 0, 0, 1])])  # fmt: skip
     assert group_checks(mixed) == {"groups": 4.0, "group_size": 4.0, "unequal_groups": 2.0,
+                                   "damaged_groups": 0.0, "group_size_uncertain": 0.0,
                                    "all_groups_informative": 0.0}  # fmt: skip
     # every group of two or more informative; a singleton (k = G = 1) says nothing either way
     filtered = responses([(1, "a", [1, 0]), (1, "b", [0, 1]), (2, "a", [1, 0]), (2, "c", [1])])
@@ -242,4 +243,8 @@ def test_run_warnings_name_the_failed_checks():
     (line,) = run_warnings(summary(all_groups_informative=1.0))
     assert "silent rates cannot be estimated" in line
     (line,) = run_warnings(summary(unequal_groups=2.0))
-    assert line.startswith("2 of 10 groups differ from G = 4")
+    assert line.startswith("2 of 10 whole groups differ from G = 4")
+    (line,) = run_warnings(summary(unequal_groups=3.0, damaged_groups=3.0))
+    assert line.startswith("3 of 10 groups lost rows in the import; G = 4 from the groups")
+    (line,) = run_warnings(summary(damaged_groups=10.0, group_size_uncertain=1.0))
+    assert "G = 4 (their most common size) is uncertain" in line

@@ -116,6 +116,7 @@ def test_a_problem_twice_in_a_step_makes_two_groups_of_G(trl_run):
     twice = rows[rows["prompt"] == TRAIN[0]].groupby("step")["group"].nunique()
     assert twice.eq(2).all()
     assert group_checks(rows) == {"groups": 12.0, "group_size": 4.0, "unequal_groups": 0.0,
+                                  "damaged_groups": 0.0, "group_size_uncertain": 0.0,
                                   "all_groups_informative": 0.0}  # fmt: skip
 
 

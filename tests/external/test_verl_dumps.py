@@ -99,8 +99,8 @@ def test_a_prompt_repeated_within_a_step_is_flagged_as_an_unequal_group(tmp_path
 
 def test_many_unusable_rewards_warn_and_g_comes_from_undamaged_groups(tmp_path, caplog):
     """A quarter of the dump's scores made non-numeric: the import warns in one line (above 3%
-    skipped), and its G is read off the groups that lost no row (4), not the damaged ones (3).
-    (The diagnostics' own group_checks still take the modal size of the kept rows.)"""
+    skipped), and its G is read off the groups that lost no row (4), not the damaged ones (3):
+    in the import's report, in the diagnosis's summary and in its warning."""
     import logging
 
     write_verl_dumps(tmp_path / "r")
@@ -116,3 +116,34 @@ def test_many_unusable_rewards_warn_and_g_comes_from_undamaged_groups(tmp_path, 
     line = next(r.getMessage() for r in caplog.records if "skipped as unusable" in r.getMessage())
     assert "\n" not in line and "%) skipped as unusable" in line
     assert "G 4 (G from the" in str(report) and "groups that lost no row" in str(report)
+    sizes = rows.groupby(["step", "group"]).size()
+    assert (sizes == 3).sum() > (sizes == 4).sum()  # the kept rows' modal size would say 3
+    checks = group_checks(rows)
+    damaged = int((rows.groupby(["step", "group"])["lost"].max() > 0).sum())
+    assert checks["group_size"] == 4 and checks["damaged_groups"] == damaged > 0
+    assert checks["group_size_uncertain"] == 0.0 and checks["unequal_groups"] == damaged
+    warnings = run_warnings(diagnose(rows, "holes", PARAMS)["summary"])
+    assert any(f"{damaged} of " in w and "G = 4 from the groups that lost none" in w
+               for w in warnings)  # fmt: skip
+    assert not any("whole groups differ" in w for w in warnings)
+
+
+def test_g_is_stated_uncertain_when_every_group_lost_rows(tmp_path):
+    """One score per group made non-numeric: no group is whole, so the diagnosis keeps the
+    modal kept size (3) and says in its summary and one warning line that G is uncertain."""
+    write_verl_dumps(tmp_path / "r")
+    for path in sorted((tmp_path / "r").glob("*.jsonl")):
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        seen = set()
+        for line in lines:  # the first row of each prompt in each step's file
+            if line["input"] not in seen:
+                seen.add(line["input"])
+                line["score"] = "n/a"
+        path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    rows, report = import_run({"format": "verl", "path": str(tmp_path / "r")})
+    assert "G is uncertain" in str(report)
+    checks = group_checks(rows)
+    assert checks["group_size"] == 3 and checks["group_size_uncertain"] == 1.0
+    warnings = run_warnings(diagnose(rows, "holes", PARAMS)["summary"])
+    line = next(w for w in warnings if "uncertain" in w)
+    assert "every group lost rows" in line and "\n" not in line

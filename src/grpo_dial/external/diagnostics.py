@@ -15,7 +15,8 @@ its group's size, averaged over the step's groups. Using the run-wide p is what 
 the log can do; a prompt whose pass rate moves during training makes the measured and the
 expected curves part, which is the point of the plot.
 
-Checks (group_checks): G = the most common group size; a group of another size is unequal (a
+Checks (group_checks): G = the most common size of the groups the import left whole (`lost` = 0;
+rows skipped as unusable shrink their group); a whole group of another size is unequal (a
 prompt repeated within a step that the log's order could not split, or a batch cut by an
 evaluation); a run whose every group of two or more responses is informative (0 < k < G) was
 most likely filtered before it was logged (verl's DAPO recipe dumps only the groups that passed
@@ -42,7 +43,8 @@ SILENT_COLUMNS = (
 )  # fmt: skip
 SUMMARY_COLUMNS = ("metric", "value")
 SUMMARY_METRICS = (
-    "steps", "groups", "group_size", "unequal_groups", "all_groups_informative",
+    "steps", "groups", "group_size", "unequal_groups", "damaged_groups", "group_size_uncertain",
+    "all_groups_informative",
     "prompts", "responses", "accuracy_first", "accuracy_last", "mean_length_first",
     "mean_length_last", "silent_fraction_first", "silent_fraction_last", "expected_silent_first",
     "expected_silent_last", "length_change", "within_incorrect_share",
@@ -119,11 +121,20 @@ def silent_by_step(responses: pd.DataFrame) -> pd.DataFrame:
 
 
 def group_checks(responses: pd.DataFrame) -> dict[str, float]:
-    """groups, group_size (the most common G), unequal_groups (size != that G) and
-    all_groups_informative (1.0 when every group of G >= 2 has 0 < k < G, else 0.0)."""
+    """groups, group_size G, unequal_groups (size != G), damaged_groups (groups that lost rows in
+    the import: `lost` > 0), group_size_uncertain and all_groups_informative (1.0 when every group
+    of G >= 2 has 0 < k < G, else 0.0). G = the most common size among the groups that lost no
+    row; when every group lost one (or, without a `lost` column, ever), the most common size of
+    all, and group_size_uncertain = 1.0 where groups lost rows."""
     df = _first_round(responses, ("step", "group", "prompt_id", "reward"))
     g = _groups(df)
-    counts = g["G"].value_counts()
+    damaged = (
+        df.groupby(["step", "group"], sort=True)["lost"].max().to_numpy() > 0  # g's order
+        if "lost" in df.columns
+        else np.zeros(len(g), bool)
+    )  # (groups,)
+    whole = g.loc[~damaged, "G"] if (~damaged).any() else g["G"]
+    counts = whole.value_counts()
     size = int(counts[counts == counts.max()].index.min())
     multi = g[g["G"] >= 2]
     informative = (multi["k"] > 0) & (multi["k"] < multi["G"])
@@ -131,6 +142,8 @@ def group_checks(responses: pd.DataFrame) -> dict[str, float]:
         "groups": float(len(g)),
         "group_size": float(size),
         "unequal_groups": float((g["G"] != size).sum()),
+        "damaged_groups": float(damaged.sum()),
+        "group_size_uncertain": float(bool(damaged.all())),
         "all_groups_informative": float(len(multi) > 0 and bool(informative.all())),
     }
 
@@ -145,9 +158,21 @@ def run_warnings(summary: pd.DataFrame) -> list[str]:
             "was written (verl's DAPO recipe dumps only groups that passed filter_groups), so "
             "silent rates cannot be estimated from it"
         )
-    if v.get("unequal_groups", 0) > 0:
+    if v.get("group_size_uncertain", 0) == 1.0:
         out.append(
-            f"{v['unequal_groups']:.0f} of {v['groups']:.0f} groups differ from G = "
+            f"every group lost rows in the import, so G = {v['group_size']:.0f} (their most "
+            "common size) is uncertain and so are the silent fractions; give group_size"
+        )
+    elif v.get("damaged_groups", 0) > 0:
+        out.append(
+            f"{v['damaged_groups']:.0f} of {v['groups']:.0f} groups lost rows in the import; G = "
+            f"{v['group_size']:.0f} from the groups that lost none, and a damaged group's silent "
+            "fraction is that of the rows it kept"
+        )
+    if v.get("unequal_groups", 0) > v.get("damaged_groups", 0):
+        out.append(
+            f"{v['unequal_groups'] - v.get('damaged_groups', 0):.0f} of {v['groups']:.0f} whole "
+            f"groups differ from G = "
             f"{v['group_size']:.0f} (a prompt repeated within a step that the log's order could "
             "not split, or a batch cut by an evaluation); give group_size to check against it"
         )

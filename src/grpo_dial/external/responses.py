@@ -28,8 +28,9 @@ from grpo_dial.external.log_files import (
 
 RESPONSE_COLUMNS = (
     "step", "prompt_id", "prompt", "response", "group", "k", "G", "raw_reward", "reward",
-    "correct", "length", "advantage", "difficulty", "work", "redundant", "resample_round",
+    "correct", "length", "advantage", "difficulty", "work", "redundant", "resample_round", "lost",
 )  # fmt: skip
+# lost: rows of this response's (step, prompt) group that the import skipped (0 = group whole)
 # checked in this order; a row is counted under its first failing reason
 REASONS = ("missing_value", "bad_step", "bad_text", "bad_reward", "bad_correct")
 
@@ -49,11 +50,15 @@ DROP_WARN = 0.03  # share of skipped rows above which the import warns: groups l
 
 def _checked_grouping(
     step: pd.Series, prompt: pd.Series, keep: np.ndarray, grouping: tuple, report: ImportReport
-) -> tuple[int | None, bool]:
+) -> tuple[tuple[int | None, bool], np.ndarray]:
     """Warn when more than DROP_WARN of the rows were skipped (their groups lose members, so G
     and the silent fractions shift), and without a declared G take it from the groups that lost
-    no row; with none left, say G is uncertain."""
+    no row; with none left, say G is uncertain. Also returns, per row, how many rows of its
+    (step, prompt) group were skipped (N,)."""
     n, kept = len(keep), int(keep.sum())
+    key = pd.DataFrame({"step": step.astype(str), "prompt": prompt.map(repr)})
+    lost = (~pd.Series(keep)).groupby([key["step"], key["prompt"]]).transform("sum")
+    lost = lost.to_numpy(np.int64)  # (N,)
     if n and (n - kept) / n > DROP_WARN:
         log.warning(
             "%s: %d of %d rows (%.0f%%) skipped as unusable (%s); groups with a skipped row are "
@@ -62,16 +67,14 @@ def _checked_grouping(
             ", ".join(f"{r}: {c}" for r, c in report.skipped.items()),
         )  # fmt: skip
     if grouping[0] is not None or kept == n:
-        return grouping
-    key = pd.DataFrame({"step": step.astype(str), "prompt": prompt.map(repr)})
-    damaged = set(map(tuple, key[~keep].itertuples(index=False)))
-    whole = key[[k not in damaged for k in key.itertuples(index=False)]]
+        return grouping, lost
+    whole = key[lost == 0]
     if whole.empty:
         report.notes.append("G from no group: every group lost a row, so G is uncertain")
-        return grouping
+        return grouping, lost
     sizes = whole.groupby(["step", "prompt"]).size()
     report.notes.append(f"G from the {len(sizes)} groups that lost no row")
-    return (modal_size(sizes), grouping[1])
+    return (modal_size(sizes), grouping[1]), lost
 
 
 def no_rows(report: ImportReport) -> ValueError:
@@ -125,7 +128,8 @@ def assemble(
         keep &= ~hit
     if not keep.any():
         raise no_rows(report)
-    grouping = _checked_grouping(raw["step"], raw["prompt"], keep, grouping, report)
+    grouping, lost = _checked_grouping(raw["step"], raw["prompt"], keep, grouping, report)
+    df["lost"] = lost
     chats = raw["response"][keep].map(lambda v: not isinstance(v, str))
     tools = int(raw["response"][keep].map(tool_outputs).sum())
     df = df[keep].sort_values("step", kind="stable").reset_index(drop=True)
