@@ -80,3 +80,24 @@ def test_the_default_plans_every_arm_once(tmp_path):
         assert arm_from_fields(plan.arm_fields[name]) == arm
     assert set(plan.allocation_pairs) <= set(plan.arms)
     assert plan.tables[-1] == "base_policy"
+
+
+def test_the_plan_names_each_arms_backend_and_refuses_what_trl_cannot_train(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    config["resources_dir"] = str(tmp_path / "resources")
+    trl_grpo = {"preset": "grpo", "std_ddof": 1, "eps": 1e-4}  # TRL's scale_rewards="group"
+    config["dials"] = {
+        "grpo": {**trl_grpo, "backend": "trl"},
+        "grpo_adaptive": {**trl_grpo, "group_size": "adaptive"},
+    }
+    validate_config(config, SCHEMA)
+    assert build_plan(config, ROOT, tmp_path).backends == {"grpo": "trl", "grpo_adaptive": "own"}
+    config["train"]["backend"] = "trl"  # the adaptive arm now trains on TRL too: refused
+    with pytest.raises(ConfigError) as refused:
+        build_plan(config, ROOT, tmp_path)
+    assert str(refused.value) == (
+        "config error at 'dials.grpo_adaptive.group_size': the trl backend cannot train "
+        "group_size = 'adaptive': TRL gives every prompt num_generations responses (backend: own "
+        "can)"
+    )

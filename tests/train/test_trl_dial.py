@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_dial.core.dial import Dial, preset
+from grpo_dial.core.dial import Dial, preset, read_arm
 from grpo_dial.train.trl_dial import (
     TRL_EPS,
     arm_backend,
-    arm_dial,
     backend_error,
     grpo_config_kwargs,
     refusal,
@@ -19,8 +18,15 @@ TRAIN = {"steps": 3, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 4
          "lr": 1e-4, "seed": 7}  # fmt: skip
 
 
-def config(arm: dict, backend: str = "trl") -> dict:
-    return {"train": {**TRAIN, "backend": backend}, "dials": {"arm": arm}}
+def arm_dial(arm: dict, max_new_tokens: int | None = None) -> Dial:
+    return read_arm(arm, max_new_tokens=max_new_tokens).dial
+
+
+def refused(arm: dict, backend: str = "trl") -> str | None:
+    """backend_error of one arm `arm`, resolved as the DAG build resolves it."""
+    resolved = {"arm": read_arm(arm, max_new_tokens=TRAIN["max_new_tokens"])}
+    backends = {"arm": arm_backend(arm, {"backend": backend})}
+    return backend_error(resolved, backends, TRAIN["max_new_tokens"])
 
 
 @pytest.mark.parametrize(
@@ -32,7 +38,7 @@ def config(arm: dict, backend: str = "trl") -> dict:
     ],
 )
 def test_grpo_dr_grpo_and_dapo_translate(arm, scale, loss):
-    assert backend_error(config(arm)) is None
+    assert refused(arm) is None
     kw = grpo_config_kwargs(arm_dial(arm, 40), TRAIN)
     assert (kw["scale_rewards"], kw["loss_type"]) == (scale, loss)
     assert kw["epsilon"] == 0.2 and kw["epsilon_high"] == arm.get("clip_high", 0.2)
@@ -63,10 +69,10 @@ def test_a_micro_batch_splits_the_step_into_accumulation_steps():
     ],
 )
 def test_a_field_trl_cannot_express_is_refused_in_one_line(arm, field, names):
-    error = backend_error(config(arm))
+    error = refused(arm)
     assert error is not None and "\n" not in error
     assert error.startswith(f"config error at 'dials.arm.{field}'") and names in error
-    assert backend_error(config(arm, backend="own")) is None  # ours trains every one
+    assert refused(arm, backend="own") is None  # ours trains every one
 
 
 def test_processes_share_the_step_and_accumulate_their_micro_batches():
@@ -81,8 +87,15 @@ def test_processes_share_the_step_and_accumulate_their_micro_batches():
 def test_the_arm_backend_overrides_the_train_section():
     arm = {"preset": "grpo", "backend": "trl"}  # population std: refused only on trl
     assert arm_backend(arm, {"backend": "own"}) == "trl"
-    assert "std_ddof" in backend_error(config(arm, backend="own"))
+    assert "std_ddof" in refused(arm, backend="own")
     assert arm_backend({}, {}) == "own"
+
+
+def test_an_unknown_backend_is_named():
+    resolved = {"arm": read_arm(TRL_GRPO)}
+    assert backend_error(resolved, {"arm": "verl"}, 40) == (
+        "config error at 'dials.arm.backend': 'verl'; choose one of own, trl"
+    )
 
 
 def test_the_translation_refuses_what_the_dry_run_refuses():

@@ -21,7 +21,7 @@ pytest.importorskip("trl")
 TESTS = Path(__file__).parents[1]
 CONFIG = TrainConfig(steps=3, prompts_per_step=2, group_size=4, max_new_tokens=6, eval_every=2,
                      heldout_prompts=4, checkpoint_every=1, train_pool=8, progress=False,
-                     eval_samples=0)  # fmt: skip
+                     eval_samples=0, identity_every=1)  # fmt: skip
 DIAL = {"preset": "grpo", "std_ddof": 1, "eps": 1e-4}
 TABLES = ("steps", "responses", "mass", "evals", "identity", "allocation")
 
@@ -70,6 +70,11 @@ def test_a_sigkilled_run_resumes_from_its_checkpoint_and_a_changed_setting_super
     assert sorted(set(evals["step"])) == [0, 2, 3]  # step 0 and 2 from before the kill
     responses = pd.read_parquet(tmp_path / "responses.parquet")
     assert responses.groupby("step").size().tolist() == [8, 8, 8]
+    # the identity at each step with an informative group: step 2 from the records, 3 anew
+    k = responses.groupby(["step", "group"])["k"].first()
+    informative = k[(k > 0) & (k < CONFIG.group_size)].index.get_level_values("step")
+    identity = pd.read_parquet(tmp_path / "identity.parquet")
+    assert sorted(set(identity["step"])) == sorted(set(informative)) == [2, 3]
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="grpo_dial"):

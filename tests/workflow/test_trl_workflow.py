@@ -1,8 +1,11 @@
-"""The smoke chain's training half with the arms on the trl backend (TRL's GRPOTrainer): the own
-backend's tables, decomposition and training figures, and TRL's advantages in the responses."""
+"""The smoke chain with the arms on the trl backend (TRL's GRPOTrainer): the own backend's
+tables, decomposition, training figures, summary.md and `snakemake --report`, and TRL's
+advantages in the responses."""
 
 from __future__ import annotations
 
+import base64
+import re
 import subprocess
 from pathlib import Path
 
@@ -12,6 +15,8 @@ import yaml
 from conftest import REPO
 from test_policy_workflow import smoke_config
 from test_workflow import SNAKEMAKE, snakemake
+
+from grpo_dial.core.arm_names import arm_name
 
 TRL = {"std_ddof": 1, "eps": 0.0001, "backend": "trl"}
 DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, which TRL lacks)
@@ -23,7 +28,8 @@ DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, whi
     "nostd_sequence": {"preset": "dr_grpo", "length_norm": "sequence", "backend": "trl"},
     "grpo_adaptive": {"preset": "grpo", "group_size": "adaptive", "backend": "own"},
 }
-FIGURES = ("length_curves", "decomposition", "accuracy_length", "silent_training")
+FIGURES = ("length_curves", "decomposition", "accuracy_length", "silent_training",
+           "identity_training")  # fmt: skip
 ON_TRL = [d for d, spec in DIALS.items() if spec["backend"] == "trl"]
 
 
@@ -44,6 +50,15 @@ def tiny_base(results: Path, spec: dict) -> None:
     (results / "policy" / "warm_start_loss.csv").write_text("step,loss\n")
 
 
+def embedded(html: str, filename: str) -> bytes:
+    """The bytes of result `filename` as the self-contained report embeds them (a base64 data
+    URI in its results table)."""
+    start = html.index(f'"filename": "{filename}"')
+    uri = re.compile(r'"data_uri": "data:[^"]*?;base64,([^"]*)"').search(html, start)
+    assert uri is not None, filename
+    return base64.b64decode(uri.group(1))
+
+
 @pytest.mark.workflow
 def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path):
     pytest.importorskip("trl")
@@ -54,12 +69,18 @@ def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path
     config["dials"] = DIALS
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     figures = [results / "figures" / f"{name}.png" for name in FIGURES]
-    targets = [str(p) for p in (results / "decompose" / "summary.csv", *figures)]
-    done = subprocess.run(
-        [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-         "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", *targets],
-        capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
+    front = results / "summary.md"  # the front page: its inputs bring the analysis half too
+    targets = [str(p) for p in (results / "decompose" / "summary.csv", *figures, front)]
+    report = tmp_path / "report.html"
+
+    def chain(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+             "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", *args, *targets],
+            capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+
+    done = chain()
     assert done.returncode == 0, done.stderr[-4000:]
     for dial in ON_TRL:
         spec = DIALS[dial]
@@ -86,6 +107,26 @@ def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path
     assert sorted(summary["dial"]) == sorted(DIALS)
     for figure in figures:
         assert figure.stat().st_size > 10_000, figure
+
+    # the front page: a row per arm (trl and own) in the RL runs' tables. (The untrained tiny
+    # base never answers right, so every group is silent and the identity section is absent:
+    # tests/external/test_trl_identity.py checks the trl identity table on a task it can solve.)
+    text = front.read_text()
+    sections = ("RL runs: accuracy and length by correctness", "Length pressure in the RL runs")
+    for section in sections:
+        assert f"## {section}" in text, section
+    for dial in DIALS:
+        assert f"| {arm_name(dial)} | 1 |" in text, dial  # arm, seeds
+        assert f"| {arm_name(dial)} | 0 |" in text, dial  # arm, seed 0
+
+    # the report: the figures, the training table and the front page, with their captions
+    made = chain("--report", str(report))
+    assert made.returncode == 0, made.stderr[-2000:]
+    html = report.read_text(errors="replace")
+    for name in ("decomposition.png", "identity_training.png", "summary.md", "summary.csv"):
+        assert name in html, name
+    assert "split exactly" in html  # the decomposition's caption
+    assert embedded(html, "summary.md") == front.read_bytes()  # with the trl arms' rows
 
 
 @pytest.mark.workflow

@@ -25,7 +25,6 @@ from grpo_dial.dag.schema import validate_config  # noqa: E402
 from grpo_dial.data.sources import OFFLINE_VARIABLES  # noqa: E402
 from grpo_dial.core.config_checks import config_problems  # noqa: E402
 from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
-from grpo_dial.train.trl_dial import arm_backend, backend_error  # noqa: E402 (no torch)
 
 fit_to_cluster(workflow, WorkflowError)  # cluster profile: threads = cpus_per_task; jobs fit sinfo
 
@@ -33,9 +32,7 @@ if (_problem := config_problems(config, workflow.configfiles)) is not None:
     raise WorkflowError(_problem)  # before the schema: duplicate keys, '1e-4' read as text, ...
 try:
     validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")  # + defaults
-    PLAN = build_plan(config, REPO, Path.cwd())
-    if (_why := backend_error(config)) is not None:  # a dial the trl backend cannot express
-        raise ConfigError(_why)
+    PLAN = build_plan(config, REPO, Path.cwd())  # + the dials the trl backend cannot express
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
@@ -58,6 +55,7 @@ TASK = PLAN.task
 TASK_INPUTS = PLAN.task_inputs
 ARM_FIELDS = PLAN.arm_fields  # arm -> {dial: Dial fields, allocation: Allocation fields}
 DIAL_FIELDS = {name: fields["dial"] for name, fields in ARM_FIELDS.items()}
+BACKENDS = PLAN.backends  # arm -> own | trl
 RUNS = PLAN.runs
 ALLOCATION_PAIRS = PLAN.allocation_pairs
 ALLOCATION_RUNS = PLAN.allocation_runs

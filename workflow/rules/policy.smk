@@ -114,7 +114,7 @@ rule train:
         pass_rates=config["pass_rates"],
         seed=lambda wildcards: int(wildcards.seed),
         checkpoint_dir=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.dial}/seed{wildcards.seed}",
-        backend=lambda wildcards: arm_backend(config["dials"][wildcards.dial], config["train"]),
+        backend=lambda wildcards: BACKENDS[wildcards.dial],
         trl=config["train"]["trl"],
     conda:
         "../../envs/grpo-dial.yaml"

@@ -15,6 +15,7 @@ from grpo_dial.dag import ConfigError, fail
 from grpo_dial.dag import arms as arm_checks
 from grpo_dial.dag.inputs import POLICY_TABLE, Inputs, check_strata, task, task_inputs
 from grpo_dial.data.sources import hub_model_id, missing_path
+from grpo_dial.train.trl_dial import arm_backend, backend_error
 
 # Workflow-only keys of a section, never handed to the library dataclass the section feeds.
 TRAIN_WORKFLOW_KEYS = ("seeds", "lr_match", "threads", "allocation", "backend", "trl")
@@ -37,6 +38,7 @@ class Plan:
     task_inputs: dict
     arms: dict[str, Arm]
     arm_fields: dict  # arm -> the resolved fields its jobs rebuild it from
+    backends: dict  # arm -> its training backend, own or trl
     runs: list  # [arm, seed] of every training run
     stateful_arms: list
     allocation_pairs: dict
@@ -105,6 +107,9 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     base_model = _base_model(config, inputs, policy_enabled)
     the_task = task(config, inputs)
     arms = arm_checks.resolve_arms(config)
+    backends = {name: arm_backend(spec, config["train"]) for name, spec in config["dials"].items()}
+    if (why := backend_error(arms, backends, config["train"]["max_new_tokens"])) is not None:
+        raise ConfigError(why)  # a dial the trl backend cannot express
     check_strata({n: a.dial.strata for n, a in arms.items() if a.dial.strata}, the_task)
     if config["train"]["lr_match"]["enabled"]:
         arm_checks.check_reference(
@@ -150,6 +155,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
         task_inputs=task_inputs(the_task),
         arms=arms,
         arm_fields=arm_checks.job_fields(arms),
+        backends=backends,
         runs=[[name, seed] for name in arms for seed in seeds],
         stateful_arms=[name for name, arm in arms.items() if arm_checks.stateful(arm)],
         allocation_pairs=pairs,

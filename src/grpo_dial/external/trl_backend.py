@@ -10,15 +10,16 @@ completion's tokens, truncation and the task's work / redundant split. TRL logs 
 (log_completions, logging_steps 1); grpo_dial.external.trl_tables turns the log into the own
 trainer's steps / responses / mass / allocation tables. Held-out evaluation is the own
 trainer's `evaluate` on the trainer's model (step 0, every eval_every steps, the last). The
-identity probe needs the own trainer's per-row gradients: its table is written empty.
+identity probe is the own trainer's, on TRL's model and batch right after TRL scores it
+(grpo_dial.external.trl_identity; single-process runs).
 
 Resume: TRL checkpoints (output_dir `<checkpoint_dir>/trl/checkpoint-<step>`, every
-checkpoint_every steps) hold model, optimizer, scheduler and RNG states; the evaluations and wall
-times so far are saved beside them (records.json). A run starts from the newest checkpoint when
-`<checkpoint_dir>/trl/run_key.json` equals this run's key (train config but the free fields, the
-dial, prompts, base model, TRL's version); another key is moved aside to
-`trl-superseded-<UTC time>` with the changed keys in the log (train.resume auto) or stops the run
-(strict), as the own backend does with its checkpoint.
+checkpoint_every steps) hold model, optimizer, scheduler and RNG states; the evaluations, identity
+rows and wall times so far are saved beside them (records.json). A run starts from the newest
+checkpoint when `<checkpoint_dir>/trl/run_key.json` equals this run's key (train config but the
+free fields, the dial, prompts, base model, TRL's version); another key is moved aside to
+`trl-superseded-<UTC time>` with the changed keys in the log (train.resume auto) or stops the
+run (strict), as the own backend does with its checkpoint.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.trl_dial import grpo_config_kwargs
 
 log = logging.getLogger("grpo_dial")
-RECORDS = "records.json"  # evaluations and wall seconds so far, in each checkpoint folder
+RECORDS = "records.json"  # evaluations, identity rows, wall seconds so far, per checkpoint
 KEY = "run_key.json"
 
 
@@ -103,7 +104,8 @@ def open_run_dir(run_dir: Path, key: dict, mode: str, steps: int) -> str | None:
 
 def make_reward(task: Task, pool: list, eos: set[int]) -> Callable:
     """TRL reward function: the task's verifier on each completion (1.0 correct, else 0.0),
-    logging the columns trl_tables.EXTRA and the problem's difficulty."""
+    logging the columns trl_tables.EXTRA and the problem's difficulty; `verifier.last` holds
+    the rewards of the batch it scored last (the identity probe's)."""
 
     def verifier(prompts, completions, completion_ids, idx, log_extra=None, **_):
         problems = [pool[i] for i in idx]
@@ -123,8 +125,10 @@ def make_reward(task: Task, pool: list, eos: set[int]) -> Callable:
             }
             for name, values in columns.items():
                 log_extra(name, values)
-        return [float(v.correct) for v in verdicts]
+        verifier.last = [float(v.correct) for v in verdicts]
+        return verifier.last
 
+    verifier.last = []
     return verifier
 
 
@@ -161,11 +165,11 @@ def trl_train(
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_dial.external import trl_tables
+    from grpo_dial.external.trl_identity import IdentityProbe, identity_table, probing_trainer
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import eos_ids
     from grpo_dial.tables import write_table
     from grpo_dial.train import records as rec
-    from grpo_dial.train.probe import IDENTITY_COLUMNS
     from grpo_dial.train.step import evaluate
 
     launch = dict(launch or {})
@@ -181,7 +185,7 @@ def trl_train(
     run_dir = Path(checkpoint_dir) / "trl"
     key = run_key(config, dial, pool, heldout, model)
     resume_from = open_run_dir(run_dir, key, config.resume, config.steps)
-    saved = {"evals": [], "walls": {}}
+    saved = {"evals": [], "walls": {}, "identity": []}
     if resume_from is not None:
         saved = json.loads((Path(resume_from) / RECORDS).read_text(encoding="utf-8"))
         log.info("resuming the TRL run from %s", resume_from)
@@ -216,6 +220,16 @@ def trl_train(
     # Several processes (accelerate, ZeRO): one process cannot run the sharded model alone, so
     # the base and the final policy are evaluated on the main process after training.
     sharded = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    eos = set(eos_ids(model, tokenizer))
+    reward = make_reward(task, pool, eos)
+    probe = None
+    if config.identity_every and sharded:
+        log.warning("identity probe skipped: it runs in a single-process run only")
+    elif config.identity_every:
+        probe = IdentityProbe(
+            dial, config.identity_every, config.identity_groups, config.group_size, pool,
+            lambda: reward.last, eos, tokenizer, rows=saved.get("identity", []),
+        )  # fmt: skip
 
     def run_eval(model_now, step: int) -> None:
         with autocast(config.precision, device):
@@ -231,7 +245,8 @@ def trl_train(
 
         def on_step_end(self, args, state, control, model=None, **_):
             step = state.global_step
-            walls[step] = time.perf_counter() - self.t0
+            probing = probe.seconds.pop(step, 0.0) if probe is not None else 0.0
+            walls[step] = time.perf_counter() - self.t0 - probing  # without the probe, as ours
             last = step == config.steps
             if (last or step % config.eval_every == 0) and not sharded:
                 run_eval(model, step)
@@ -239,7 +254,11 @@ def trl_train(
         def on_save(self, args, state, control, **_):
             if state.is_world_process_zero:
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-                records = {"evals": evals, "walls": {str(k): v for k, v in walls.items()}}
+                records = {
+                    "evals": evals,
+                    "walls": {str(k): v for k, v in walls.items()},
+                    "identity": [] if probe is None else probe.rows,
+                }
                 (folder / RECORDS).write_text(json.dumps(records), encoding="utf-8")
             if callback is not None:
                 callback(state.global_step)
@@ -247,13 +266,13 @@ def trl_train(
     data = Dataset.from_dict(
         {"prompt": prompt_column(tokenizer, pool), "idx": list(range(len(pool)))}
     )
-    reward = make_reward(task, pool, set(eos_ids(model, tokenizer)))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "`(is_)?gradient_checkpointing", FutureWarning)
-        trainer = GRPOTrainer(
+        trainer = probing_trainer(GRPOTrainer)(
             model=model, reward_funcs=reward, args=args, train_dataset=data,
             processing_class=tokenizer, callbacks=[Records()],
         )  # fmt: skip
+        trainer.identity = probe
         trainer.remove_callback(PrinterCallback)
         trainer.train(resume_from_checkpoint=resume_from)
     if "model" in outputs:
@@ -268,7 +287,7 @@ def trl_train(
     tables = trl_tables.run_tables(responses, dial, trainer.state.log_history, walls, bands, vocab)
     tables["responses"] = responses
     tables["evals"] = rec.to_frames({"evals": evals}, {"evals": rec.EVAL_COLUMNS})["evals"]
-    tables["identity"] = pd.DataFrame(columns=list(IDENTITY_COLUMNS))
+    tables["identity"] = identity_table([] if probe is None else probe.rows)
     for name, path in outputs.items():
         if name != "model":
             write_table(tables[name], path)

@@ -25,15 +25,15 @@ enter A, so any value is accepted. Refused, one line naming the field: std_power
 0 and 1 (TRL scales by the std or not at all), silent 'drop' (dynamic sampling refills the batch
 with new generations; TRL generates once per step), group_size 'adaptive' (TRL's sampler gives
 every prompt num_generations), anchor (needs a running pass-rate state between steps), strata,
-and length_norm 'lambda'. Nothing here imports torch: common.smk calls `backend_error` at parse
-time.
+and length_norm 'lambda'. Nothing here imports torch: the DAG build (grpo_dial.dag.plan) calls
+`backend_error` on the arms it resolved, at parse time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from grpo_dial.core.dial import Dial, read_arm
+from grpo_dial.core.dial import Arm, Dial
 
 BACKENDS = ("own", "trl")
 TRL_STD_DDOF = 1  # torch.std: the sample std
@@ -44,11 +44,6 @@ LOSS_TYPES = {"sequence": "grpo", "token": "dapo", "constant": "dr_grpo"}
 def arm_backend(arm: Mapping, train: Mapping) -> str:
     """The arm's backend: its own `backend` key, else train.backend, else 'own'."""
     return str(arm.get("backend", train.get("backend", "own")))
-
-
-def arm_dial(arm: Mapping, max_new_tokens: int | None = None) -> Dial:
-    """The arm's Dial, read by the one owner of an arm (grpo_dial.core.dial.read_arm)."""
-    return read_arm(arm, None, max_new_tokens=max_new_tokens).dial
 
 
 def refusal(dial: Dial, max_new_tokens: int, adaptive: bool = False) -> tuple[str, str] | None:
@@ -78,22 +73,20 @@ def refusal(dial: Dial, max_new_tokens: int, adaptive: bool = False) -> tuple[st
     return None
 
 
-def backend_error(config: Mapping) -> str | None:
-    """One line for the first arm whose backend is unknown or whose dial TRL cannot express
-    (config: the workflow config after schema defaults), else None."""
-    train = config.get("train", {})
-    for name, arm in config.get("dials", {}).items():
-        backend = arm_backend(arm, train)
+def backend_error(
+    arms: Mapping[str, Arm], backends: Mapping[str, str], max_new_tokens: int
+) -> str | None:
+    """One line for the first arm whose backend is unknown or whose dial TRL cannot express, else
+    None. arms: the DAG's resolved arms (grpo_dial.dag.arms.resolve_arms); backends: arm ->
+    `arm_backend`; max_new_tokens: train.max_new_tokens (TRL's max_completion_length)."""
+    for name, arm in arms.items():
+        backend = backends[name]
         if backend not in BACKENDS:
             return f"config error at 'dials.{name}.backend': {backend!r}; choose one of own, trl"
         if backend != "trl":
             continue
-        try:
-            dial = arm_dial(arm, train.get("max_new_tokens"))
-        except ValueError as err:
-            return f"config error at 'dials.{name}': {err}"
-        adaptive = arm.get("group_size", "uniform") == "adaptive"
-        if (why := refusal(dial, train.get("max_new_tokens", 48), adaptive)) is not None:
+        adaptive = arm.allocation.scheme == "adaptive"
+        if (why := refusal(arm.dial, max_new_tokens, adaptive)) is not None:
             field, text = why
             return (
                 f"config error at 'dials.{name}.{field}': the trl backend cannot train "
