@@ -64,3 +64,13 @@ def test_the_first_error_is_one_line_naming_its_key(override, where):
     message = str(info.value)
     assert message.startswith(f"config error at '{where}': ")
     assert "\n" not in message
+
+
+def test_an_overlay_switches_an_arm_off_with_null():
+    """`dials: {dapo: null}` over the default removes that arm before validation (a null entry
+    would otherwise fail the schema), and only that one."""
+    config = _merged("config.yaml")
+    arms = set(config["dials"])
+    config["dials"].update(dapo=None, grpo_adaptive=None)
+    assert config_error(config, read_schema(SCHEMA)) is None
+    assert set(config["dials"]) == arms - {"dapo", "grpo_adaptive"}

@@ -39,8 +39,22 @@ def read_schema(path: str | Path) -> dict:
     return schema
 
 
+def drop_null_dials(config: dict) -> list[str]:
+    """Remove the `dials` entries an overlay set to null (`dials: {dapo: null}` switches an arm of
+    the config below it off); the names removed."""
+    dials = config.get("dials")
+    if not isinstance(dials, dict):
+        return []
+    off = [name for name, entry in dials.items() if entry is None]
+    for name in off:
+        del dials[name]
+    return off
+
+
 def config_error(config: dict, schema: Mapping) -> str | None:
-    """Fill `config`'s defaults in place; one line naming the first invalid key, or None."""
+    """Fill `config`'s defaults in place (after dropping null dials); one line naming the first
+    invalid key, or None."""
+    drop_null_dials(config)
     validator = _with_defaults(jsonschema.validators.validator_for(schema))(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:
