@@ -87,13 +87,16 @@ def test_imports_run_down_the_layers():
 def test_core_imports_nothing_of_the_project():
     """core is closed forms and the advantage: nothing outside it; inside it every module may
     use the shared field checks and the std factor, and only the estimator's modules read each
-    other (the advantage reads the dial, the registry and the token weights)."""
+    other (the advantage reads the dial, the registry and the token weights), and the registry
+    adds its estimators' labels to the arms' display names."""
     shared = {"grpo_dial.core.checks", "grpo_dial.core.std_factor"}
     leaves = {"grpo_dial.core.dial", "grpo_dial.core.token_weights", "grpo_dial.core.estimators"}
     allowed = {m: shared for m in MODULES if part(m) == "core"}
     allowed["grpo_dial.core.advantage"] = shared | leaves
     allowed["grpo_dial.core.dial"] = shared | {"grpo_dial.core.estimators"}
-    allowed["grpo_dial.core.estimators"] = shared | {"grpo_dial.core.token_weights"}
+    allowed["grpo_dial.core.estimators"] = shared | {
+        "grpo_dial.core.token_weights", "grpo_dial.core.arm_names"
+    }
     inward = {
         m: sorted(set(t) - allowed.get(m, set()))
         for m, t in GRAPH.items()

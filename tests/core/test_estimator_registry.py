@@ -1,6 +1,6 @@
 """The estimator registry: a duplicate name fails loudly, an unknown one lists the valid names,
 the three fixes are registered, and a toy estimator (one registered function) shows up in a
-config arm, the config schema and a figure label."""
+config arm, the config schema, the arms' display names and a figure label."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 import yaml
 
 from grpo_dial.core.advantage import advantages, group_stats
+from grpo_dial.core.arm_names import arm_name
 from grpo_dial.core.dial import PRESETS, Dial, preset, read_arm
 from grpo_dial.core.estimators import (
     ESTIMATORS,
@@ -33,6 +34,7 @@ def _config_with_arm(spec: dict) -> dict:
 def toy():
     """A toy advantage estimator: the sign of the group advantage, on dials with alpha 0.5."""
     from grpo_dial import figures
+    from grpo_dial.core.arm_names import ARM_NAMES
 
     @register_estimator(
         "toy_grpo",
@@ -47,7 +49,8 @@ def toy():
 
     yield ESTIMATORS["toy_grpo"]
     del ESTIMATORS["toy_grpo"]
-    figures.LABELS.pop("toy_grpo", None)
+    ARM_NAMES.pop("toy_grpo", None)
+    figures.NAMES.pop("toy_grpo", None)
 
 
 def test_the_three_fixes_are_registered_in_order():
@@ -83,7 +86,7 @@ def test_a_toy_estimator_reaches_an_arm_the_schema_and_a_figure_label(toy):
     from grpo_dial.stages.registry import stage_for
 
     stage_for("simulation_figure")
-    assert label("toy_grpo") == "Toy GRPO"
+    assert label("toy_grpo") == "Toy GRPO" == arm_name("toy_grpo") == toy.label
 
 
 def test_without_the_toy_the_schema_refuses_its_preset():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from grpo_dial.core.arm_names import ARM_NAMES
+from grpo_dial.figures import use_names
 from grpo_dial.figures.length_bias import length_bias_figure
 from grpo_dial.figures.length_bias import title as bias_title
 from grpo_dial.figures.length_pressure import length_pressure_figure
@@ -108,7 +110,8 @@ def test_length_bias_figure_draws_an_arm_without_a_closed_form():
     )
     summary2 = pd.concat([summary, extra], ignore_index=True)
     curve = pd.concat([curve, curve[curve["arm"] == "grpo"].assign(**lam)], ignore_index=True)
+    use_names(ARM_NAMES)
     fig = length_bias_figure(steps, summary2, fit, curve)
     assert fig._suptitle.get_text() == bias_title(summary, fit)
     labels = [t.get_text() for t in fig.axes[3].get_xticklabels()]
-    assert "lambda +1" in labels
+    assert ARM_NAMES["lambda_pos"] in labels

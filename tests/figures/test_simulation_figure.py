@@ -11,7 +11,7 @@ from grpo_dial.figures.simulation import simulation_figure
 
 
 def test_every_arm_has_a_colour_and_is_in_the_title():
-    assert all(label(arm) in COLORS for arm in ARMS)
+    assert all(arm in COLORS for arm in ARMS)
     pool = np.random.default_rng(0).beta(0.7, 0.9, 500)
     steps, prompts = simulate(pool, SimulationConfig(n_prompts=80, steps=4))
     summary = summarize(steps, prompts)

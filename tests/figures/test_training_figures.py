@@ -11,7 +11,7 @@ import yaml
 from matplotlib import pyplot as plt
 
 from grpo_dial.core.arm_names import ARM_NAMES
-from grpo_dial.figures import training
+from grpo_dial.figures import training, use_names
 
 
 def _curves(n_steps=30):
@@ -46,6 +46,7 @@ def test_decomposition_stacks_the_terms_of_each_run():
         rows.append(("grpo", seed, "term", "total", total, 1.0, total - 1, total + 1))
     terms = pd.DataFrame(rows, columns=["dial", "seed", "kind", "quantity", "value", "share",
                                         "lo", "hi"])  # fmt: skip
+    use_names({})
     fig = training.decomposition_figure(terms)
     ax = fig.axes[0]
     widths = sorted(round(p.get_width(), 6) for p in ax.patches)
@@ -74,7 +75,8 @@ def _full_config_terms():
 
 def test_decomposition_labels_stay_readable_with_every_arm_of_the_full_config():
     terms, dials, seeds = _full_config_terms()
-    fig = training.decomposition_figure(terms, ARM_NAMES)
+    use_names(ARM_NAMES)
+    fig = training.decomposition_figure(terms)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(labels) == len(dials) * len(seeds) == len(set(labels))  # one label per run

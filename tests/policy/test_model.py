@@ -106,6 +106,11 @@ def test_load_policy_defaults_dtype_and_errors(tok, tmp_path):
         load_policy(str(tmp_path / "p"), dtype="fp16")
     with pytest.raises(ValueError, match="policy directory not found: .*deeper$"):
         load_policy(str(tmp_path / "missing" / "deeper"))
+    with pytest.raises(ValueError, match="^policy path is empty"):  # not the working directory
+        load_policy("")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="^policy directory .*empty has no loadable tokenizer"):
+        load_policy(str(tmp_path / "empty"))
 
 
 def test_load_policy_falls_back_to_eos_for_padding(tok, tmp_path):

@@ -1,30 +1,8 @@
-"""The run summary (stages.report.summarize_runs) carries the answer checker's failures."""
+"""The summary stage (stages.report.summary_markdown) names each table by its path."""
 
 from __future__ import annotations
 
 import pandas as pd
-
-from grpo_dial.stages.report import summarize_runs
-
-QUANTITIES = ("a0 a1 L0 L1 total mix within_correct within_incorrect within_incorrect_work "
-              "within_incorrect_redundant").split()  # fmt: skip
-
-
-def test_summary_sums_the_checker_columns_per_run():
-    steps = pd.DataFrame({
-        "dial": ["grpo"] * 3, "seed": [0] * 3, "step": [1, 2, 3], "silent_fraction": 0.5,
-        "samples": 16, "checker_timeouts": [0, 2, 1], "checker_errors": [1, 0, 0],
-        "checker_crashes": 0, "checker_bad_references": [0, 0, 4],
-    })  # fmt: skip
-    terms = pd.DataFrame({"quantity": QUANTITIES, "value": 0.1, "lo": 0.0, "hi": 0.2,
-                          "share": 0.5, "share_lo": 0.4, "share_hi": 0.6})  # fmt: skip
-    terms["dial"], terms["seed"] = "grpo", 0
-    mass = pd.DataFrame({"dial": "grpo", "seed": 0, "band": ["extreme"], "mass": [1.0]})
-    evals = pd.DataFrame({"dial": "grpo", "seed": 0, "difficulty": "all", "mode": ["greedy"],
-                          "step": [0], "accuracy": [0.5]})  # fmt: skip
-    row = summarize_runs(steps, terms, mass, evals, 4, 4).iloc[0]
-    assert (row["checker_timeouts"], row["checker_errors"], row["checker_crashes"],
-            row["checker_bad_references"]) == (3, 1, 0, 4)  # fmt: skip
 
 
 def test_summary_stage_keys_every_table_by_its_path_under_the_results_folder(tmp_path):

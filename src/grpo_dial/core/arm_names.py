@@ -1,5 +1,6 @@
-"""Display names of the arms, as docs/results.md writes them: the run summary uses them, and the
-stages hand them to the figures (which import nothing of the project).
+"""Display names of the arms, the one table: the run summary reads it, the figure stages hand it
+to the figures (which import nothing of the project), and a registered estimator's `label` is
+added to it (grpo_dial.core.estimators).
 
 An arm is a `dials.<name>` entry (training), an arm of the controlled Bernoulli-logit run or of the
 length-bias simulation; a name not listed here is shown as written in the config.
@@ -7,7 +8,7 @@ length-bias simulation; a name not listed here is shown as written in the config
 
 from __future__ import annotations
 
-ARM_NAMES = {
+ARM_NAMES = {  # arm key -> its name in the docs, the summary and every figure
     "grpo": "GRPO",
     "dr_grpo": "Dr. GRPO",
     "dapo": "DAPO",
@@ -27,8 +28,15 @@ ARM_NAMES = {
 
 
 def arm_name(arm: str) -> str:
-    """The docs' name of an arm, or the config's key when the docs have none."""
+    """The display name of an arm, or the config's key when the table has none."""
     return ARM_NAMES.get(str(arm), str(arm))
 
 
-__all__ = ["ARM_NAMES", "arm_name"]
+def add_arm_name(arm: str, name: str) -> None:
+    """Add an arm's display name (a registered estimator's label); a different one for a listed
+    arm raises."""
+    if ARM_NAMES.setdefault(arm, name) != name:
+        raise ValueError(f"arm {arm!r} is already named {ARM_NAMES[arm]!r}, not {name!r}")
+
+
+__all__ = ["ARM_NAMES", "add_arm_name", "arm_name"]

@@ -12,8 +12,9 @@ Dial fields, is `active` on a dial when those fields say so, and is one of two k
 What reads the registry: the Dial's presets (`preset`: the recipe of the same name), the config
 schema (the preset enum), the trainer's context gathering (`needs`: the inputs it gathers per
 batch, grpo_dial.train.estimator), the DAG (`columns`: what the steps table logs, so the
-estimators figure is drawn) and the figures (`label`). Adding a variant is its Dial fields plus
-one registered function here.
+estimators figure is drawn) and the arms' display names (`label`, added to
+grpo_dial.core.arm_names, which the summary and the figures read). Adding a variant is its Dial
+fields plus one registered function here.
 
 Standard library at import: torch is imported inside the functions, so the DAG build and the
 dial's checks read the registry without it.
@@ -25,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_dial.core.arm_names import add_arm_name, arm_name
+
 KINDS = ("advantage", "weights")
 
 
@@ -33,7 +36,7 @@ class Estimator:
     """One registered estimator: its function and what the rest of the pipeline reads of it."""
 
     name: str
-    label: str  # its name in figures
+    label: str  # its display name: core.arm_names' entry
     kind: str  # 'advantage' or 'weights'
     fields: tuple[str, ...]  # the Dial fields it owns
     active: Callable[[Any], bool]  # dial -> whether this dial uses it
@@ -49,7 +52,7 @@ ESTIMATORS: dict[str, Estimator] = {}
 def register_estimator(
     name: str,
     *,
-    label: str,
+    label: str | None = None,
     kind: str,
     fields: tuple[str, ...],
     active: Callable[[Any], bool],
@@ -57,16 +60,19 @@ def register_estimator(
     columns: tuple[str, ...] = (),
     preset: Mapping[str, object] | None = None,
 ) -> Callable[[Callable], Callable]:
-    """Decorator: register `function` as estimator `name` (a name registered twice raises)."""
+    """Decorator: register `function` as estimator `name` (a name registered twice raises);
+    `label`, its display name, goes to core.arm_names (None: the name that table has)."""
     if kind not in KINDS:
         raise ValueError(f"estimator kind {kind!r} is not valid; choose one of {', '.join(KINDS)}")
 
     def decorate(function: Callable) -> Callable:
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
+        if label is not None:
+            add_arm_name(name, label)
         ESTIMATORS[name] = Estimator(
-            name, label, kind, tuple(fields), active, function, tuple(needs), tuple(columns),
-            None if preset is None else dict(preset),
+            name, arm_name(name), kind, tuple(fields), active, function, tuple(needs),
+            tuple(columns), None if preset is None else dict(preset),
         )  # fmt: skip
         return function
 
@@ -87,17 +93,11 @@ def active_estimators(dial: Any, kind: str | None = None) -> list[Estimator]:
     ]
 
 
-def labels() -> dict[str, str]:
-    """Recipe name -> figure label of every registered estimator."""
-    return {name: e.label for name, e in ESTIMATORS.items()}
-
-
 # ------------------------------------------------------------------------ the three fixes
 
 
 @register_estimator(
     "lambda_grpo",
-    label="lambda-GRPO",
     kind="weights",
     fields=("length_norm", "lambda_value", "lambda_learnable", "lambda_r", "lambda_lr"),
     active=lambda dial: dial.length_norm == "lambda",
@@ -121,7 +121,6 @@ def lambda_token_weights(dial: Any) -> Callable:
 
 @register_estimator(
     "stratified_grpo",
-    label="Stratified GRPO",
     kind="advantage",
     fields=("strata", "strata_blend"),
     active=lambda dial: dial.strata is not None,
@@ -157,7 +156,6 @@ def hadw_weights(adv, p_hat, anchor, scale: float = 1.0):
 
 @register_estimator(
     "hadw_grpo",
-    label="HA-DW",
     kind="advantage",
     fields=("anchor", "anchor_update", "anchor_rate", "anchor_scale", "anchor_window"),
     active=lambda dial: dial.anchor != "none",

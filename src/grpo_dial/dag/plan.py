@@ -33,7 +33,7 @@ class Plan:
     sim_tables: list
     length_bias_tables: list
     policy_enabled: bool
-    base_model: str | list  # the model the workflow builds, [] when used as given
+    base_model: str | list  # the base model's directory (built or local), [] for a hub id
     task: dict
     task_inputs: dict
     arms: dict[str, Arm]
@@ -70,8 +70,8 @@ def _check_tables(config: Mapping, policy_enabled: bool) -> None:
 
 
 def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | list:
-    """model.base names the workflow builds -> their output; any other value is a local
-    directory, or hub:<id>, used as given (not a job input)."""
+    """The base model as a job input: the output of the rule that builds it (tiny, smollm2), or
+    the local directory model.base names; [] for hub:<id>, read by the job itself."""
     built = {
         "tiny": f"{inputs.results}/policy/base",
         "smollm2": f"{inputs.results}/models/smollm2-135m-instruct",
@@ -82,7 +82,9 @@ def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | 
             inputs.hub_entry(hub_model_id(base), "model.base")
         elif not Path(base).is_dir():
             fail("model.base", missing_path(base, "policy directory", hint="base: hub:"))
-    return built.get(base, [])
+    if base in built:
+        return built[base]
+    return base if hub_model_id(base) is None and Path(base).is_dir() else []
 
 
 def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:

@@ -6,6 +6,7 @@ the finding in one sentence, computed from the table it draws.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import matplotlib
@@ -15,37 +16,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-LABELS = {  # arm or recipe name -> its name in every figure (one table for all figures)
-    "grpo": "GRPO",
-    "dr_grpo": "Dr. GRPO",
-    "dapo": "DAPO",
-    "dr_grpo_lr_matched": "Dr. GRPO (lr matched)",
-    "hadw": "HA-DW (batch anchor)",
-    "hadw_prompt": "HA-DW (prompt anchor)",
-    "std_constant": "alpha 1 + constant",
-    "nostd_sequence": "alpha 0 + 1/|o|",
-    "lambda_pos": "lambda +1",
-    "lambda_neg": "lambda -1",
-}
-COLORS = {  # label -> colour: the one palette
-    "GRPO": "#1f4e79",
-    "Dr. GRPO": "#c0504d",
-    "DAPO": "#4f8f3a",
-    "Dr. GRPO (lr matched)": "#e69f00",
-    "HA-DW (batch anchor)": "#7f5fa8",
-    "HA-DW (prompt anchor)": "#17becf",
-    "alpha 1 + constant": "#e69f00",
-    "alpha 0 + 1/|o|": "#7f5fa8",
-    "lambda +1": "#17becf",
-    "lambda -1": "#8c564b",
+NAMES: dict[str, str] = {}  # arm key -> display name, handed in by the stages (use_names)
+COLORS = {  # arm key -> colour: the one palette
+    "grpo": "#1f4e79",
+    "dr_grpo": "#c0504d",
+    "dapo": "#4f8f3a",
+    "dr_grpo_lr_matched": "#e69f00",
+    "hadw": "#7f5fa8",
+    "hadw_prompt": "#17becf",
+    "std_constant": "#e69f00",
+    "nostd_sequence": "#7f5fa8",
+    "lambda_pos": "#17becf",
+    "lambda_neg": "#8c564b",
 }
 
 
-def use_labels(extra: dict[str, str]) -> None:
-    """Add names (a registered estimator's recipe -> its label) the tables above lack; the
-    stages hand them in, since figures import nothing else of grpo_dial."""
-    for name, text in extra.items():
-        LABELS.setdefault(name, text)
+def use_names(names: Mapping[str, str]) -> None:
+    """Take the arms' display names (grpo_dial.core.arm_names.ARM_NAMES, with the registered
+    estimators' labels): every figure stage hands them in, since figures import nothing else of
+    grpo_dial. Replaces the names held before."""
+    NAMES.clear()
+    NAMES.update(names)
 
 
 def theme() -> None:
@@ -54,8 +45,13 @@ def theme() -> None:
 
 
 def label(name: str) -> str:
-    """Display name of a recipe or arm."""
-    return LABELS.get(name, name)
+    """Display name of a recipe or arm (its key when no name was handed in)."""
+    return NAMES.get(name, name)
+
+
+def palette(names: Iterable[str]) -> dict[str, str]:
+    """Display name -> colour of the arms `names` (keys), grey for an arm without a colour."""
+    return {label(n): COLORS.get(n, "grey") for n in names}
 
 
 def save(fig: plt.Figure, png: str | Path, pdf: str | Path | None = None) -> None:

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import COLORS, label, theme
+from grpo_dial.figures import label, palette, theme
 
 
 def _share(mass: pd.DataFrame, band_prefix: str, recipe: str) -> float:
@@ -38,10 +38,10 @@ def difficulty_figure(
         title=f"never solved {ends.get('never', 0):.1%}, always {ends.get('always', 0):.1%}",
     )
 
-    deciles = mass[mass["band"].str.startswith("decile")].assign(
-        recipe=lambda d: d["recipe"].map(label)
-    )
-    sns.barplot(data=deciles, x="band", y="share", hue="recipe", palette=COLORS, ax=axes[1])
+    deciles = mass[mass["band"].str.startswith("decile")]
+    colors = palette(deciles["recipe"].unique())
+    deciles = deciles.assign(recipe=deciles["recipe"].map(label))
+    sns.barplot(data=deciles, x="band", y="share", hue="recipe", palette=colors, ax=axes[1])
     axes[1].set(
         xlabel="pass-rate decile",
         ylabel="share of total gradient mass",

@@ -7,11 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import COLORS, label, theme
-
-
-def _label(arm: str) -> str:
-    return label(arm)
+from grpo_dial.figures import label, palette, theme
 
 
 def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
@@ -32,7 +28,7 @@ def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
     if ("nostd_sequence", top) in s.index:
         n = s.loc[("nostd_sequence", top)]
         parts.append(
-            f"alpha 0 + 1/|o| at {n['measured_ratio_to_grpo']:.2f}x GRPO's rate "
+            f"{label('nostd_sequence')} at {n['measured_ratio_to_grpo']:.2f}x GRPO's rate "
             f"(closed form {n['predicted_ratio_to_grpo']:.2f})"
         )
     r2 = fit.set_index("path")["r2"]
@@ -50,9 +46,10 @@ def length_bias_figure(
     measured against closed-form per-step drift; wrong-path drift against awareness (lines:
     closed form, points: simulation, 90 % intervals over seeds); each arm's drift over GRPO's."""
     theme()
-    steps = steps.assign(arm=steps["arm"].map(_label))
-    summary_l = summary.assign(arm=summary["arm"].map(_label))
-    curve = curve.assign(arm=curve["arm"].map(_label))
+    colors = palette(pd.concat([steps["arm"], summary["arm"], curve["arm"]]).unique())
+    steps = steps.assign(arm=steps["arm"].map(label))
+    summary_l = summary.assign(arm=summary["arm"].map(label))
+    curve = curve.assign(arm=curve["arm"].map(label))
     top = steps["awareness"].max()
     fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
 
@@ -63,7 +60,7 @@ def length_bias_figure(
             x="step",
             y=y,
             hue="arm",
-            palette=COLORS,
+            palette=colors,
             ax=axes[0],
             linestyle=style,
             errorbar=None,
@@ -85,7 +82,7 @@ def length_bias_figure(
             alpha=0.5,
             marker=marker,
             label=path,
-            c=by_step["arm"].map(COLORS).fillna("grey"),
+            c=by_step["arm"].map(colors),
         )
     lo = float(np.nanmin(by_step[["predicted_drift_wrong", "predicted_drift_correct"]].to_numpy()))
     hi = float(np.nanmax(by_step[["predicted_drift_wrong", "predicted_drift_correct"]].to_numpy()))
@@ -101,12 +98,12 @@ def length_bias_figure(
         x="awareness",
         y="predicted_drift_wrong",
         hue="arm",
-        palette=COLORS,
+        palette=colors,
         ax=axes[2],
         legend=False,
     )
     for _, row in summary_l.iterrows():
-        color = COLORS.get(row["arm"], "grey")
+        color = colors[row["arm"]]
         err = np.array(
             [
                 [row["measured_drift_wrong"] - row["measured_drift_wrong_lo"]],
@@ -130,7 +127,7 @@ def length_bias_figure(
     ratio = summary_l[summary_l["awareness"] == top]
     x = np.arange(len(ratio))
     axes[3].bar(
-        x, ratio["measured_ratio_to_grpo"], color=[COLORS.get(a, "grey") for a in ratio["arm"]]
+        x, ratio["measured_ratio_to_grpo"], color=[colors[a] for a in ratio["arm"]]
     )
     lo_hi = ratio[["measured_ratio_to_grpo_lo", "measured_ratio_to_grpo_hi"]].to_numpy()
     ok = ~np.isnan(lo_hi).any(axis=1)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import COLORS, LABELS, theme
+from grpo_dial.figures import label, palette, theme
 from grpo_dial.figures.smoothing import smooth_runs
 
 WINDOW = 9  # steps in the rolling mean of the per-step curves
@@ -45,9 +45,9 @@ def length_pressure_figure(
     term for own runs)."""
     theme()
     smooth = smooth_runs(steps, ["pressure_wrong", "pressure_net"], WINDOW)
-    smooth = smooth.assign(dial=smooth["dial"].map(lambda d: LABELS.get(d, d)))
-    runs_l = runs.assign(dial=runs["dial"].map(lambda d: LABELS.get(d, d)))
-    palette = {d: COLORS.get(d, "grey") for d in smooth["dial"].unique()}
+    colors = palette(pd.concat([smooth["dial"], runs["dial"]]).unique())
+    smooth = smooth.assign(dial=smooth["dial"].map(label))
+    runs_l = runs.assign(dial=runs["dial"].map(label))
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.4))
     for ax, col, what in (
         (axes[0], "pressure_wrong", "on wrong answers (> 0: pushed longer)"),
@@ -58,7 +58,7 @@ def length_pressure_figure(
             x="step",
             y=col,
             hue="dial",
-            palette=palette,
+            palette=colors,
             ax=ax,
             errorbar=None,
             legend=ax is axes[0],
@@ -74,7 +74,7 @@ def length_pressure_figure(
         x="pressure_wrong",
         y=inflation,
         hue="dial",
-        palette=palette,
+        palette=colors,
         ax=axes[2],
         legend=False,
         s=50,

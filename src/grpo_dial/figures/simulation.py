@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import COLORS, label, theme
+from grpo_dial.figures import label, palette, theme
 
 
 def simulation_figure(
@@ -15,6 +15,7 @@ def simulation_figure(
     """Mean p against samples; silent fraction against its closed form; extreme-prompt mass;
     final p by initial-difficulty quartile."""
     theme()
+    colors = palette(steps["arm"].unique())
     steps = steps.assign(
         arm=steps["arm"].map(label), samples_millions=steps["cumulative_samples"] / 1e6
     )
@@ -22,7 +23,7 @@ def simulation_figure(
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.3))
 
     sns.lineplot(
-        data=steps, x="samples_millions", y="mean_p", hue="arm", palette=COLORS, ax=axes[0]
+        data=steps, x="samples_millions", y="mean_p", hue="arm", palette=colors, ax=axes[0]
     )
     axes[0].set(
         xlabel="samples drawn (millions)",
@@ -35,7 +36,7 @@ def simulation_figure(
         x="step",
         y="silent_fraction",
         hue="arm",
-        palette=COLORS,
+        palette=colors,
         ax=axes[1],
         legend=False,
     )
@@ -44,7 +45,7 @@ def simulation_figure(
         x="step",
         y="expected_silent_fraction",
         hue="arm",
-        palette=COLORS,
+        palette=colors,
         ax=axes[1],
         legend=False,
         linestyle="--",
@@ -60,7 +61,7 @@ def simulation_figure(
         x="step",
         y="extreme_mass_share",
         hue="arm",
-        palette=COLORS,
+        palette=colors,
         ax=axes[2],
         legend=False,
     )
@@ -75,7 +76,7 @@ def simulation_figure(
         x="initial_quartile",
         y="final_p",
         hue="arm",
-        palette=COLORS,
+        palette=colors,
         ax=axes[3],
         errorbar=None,
     )

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import COLORS, label, theme
+from grpo_dial.figures import label, palette, theme
 
 MARKERS = ("o", "s", "^", "D", "v")
 
@@ -100,7 +100,8 @@ def difficulty_weight_figure(weights: pd.DataFrame) -> plt.Figure:
     theme()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     data = weights.assign(recipe=weights["recipe"].map(label))
-    sns.lineplot(data=data, x="p", y="weight", hue="recipe", palette=COLORS, lw=2.2, ax=ax)
+    colors = palette(weights["recipe"].unique())
+    sns.lineplot(data=data, x="p", y="weight", hue="recipe", palette=colors, lw=2.2, ax=ax)
     ax.set(yscale="log", xlabel="pass rate p", ylabel="gradient weight per unit of p (log scale)")
     ax.set_yticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])
     ax.set_ylim(0.8, float(weights["weight"].max()) * 1.1)

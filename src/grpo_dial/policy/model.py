@@ -174,6 +174,8 @@ def load_policy(
     train mode: the forward is then the eval-mode forward, with less memory.
     """
     text, hub = str(path_or_id), hub_model_id(str(path_or_id))
+    if not text.strip():  # Path("") is the working directory: never load it by accident
+        raise ValueError("policy path is empty: give a local directory or hub:<owner/name>")
     if hub is not None:
         text = check_hub_id(hub, "model.base")
     elif not Path(text).is_dir():
@@ -181,7 +183,13 @@ def load_policy(
     torch_dtype = _resolve_dtype(dtype, device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(text)
-    except OSError as error:  # hub: unknown id, no network, offline cache miss
+    except (OSError, ValueError) as error:  # hub: unknown id, no network, offline cache miss
+        if hub is None:  # a local directory without a usable tokenizer: no hub in the message
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0].strip()
+            message = f"policy directory {text} has no loadable tokenizer: {first}"
+            raise ValueError(message) from None
+        if isinstance(error, ValueError):
+            raise
         raise ValueError(f"policy {hub_failure(text, error)}") from None
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:

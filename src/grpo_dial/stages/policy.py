@@ -33,8 +33,9 @@ def _prepare_job(params: Mapping) -> Mapping:
 
 
 def _base_model(input: Mapping, params: Mapping) -> str:
-    """The warm-started model directory when this workflow built it, else the configured path/id."""
-    return str(input["model"]) if "model" in input else str(params["model"])
+    """The model directory the job took as input (built or local), else the configured hub id;
+    a rule's `model` input is empty for a hub id."""
+    return str(input["model"]) if input.get("model") else str(params["model"])
 
 
 def _task(params: Mapping):

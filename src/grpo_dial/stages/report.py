@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from grpo_dial.tables import read_table, write_table
@@ -54,19 +53,9 @@ def decompose_length(input: Mapping, output: Mapping, params: Mapping) -> None:
     write_table(d.length_curves(responses, band_of=bands), output["curves"])
 
 
-def _expected_silent_base(responses: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
-    """Per step: mean over its first-round groups of p^G + (1-p)^G at the base pass rate p."""
-    from grpo_dial.core.theory import silent_rate
-
-    first = responses[responses["resample_round"] == 0]
-    groups = first.drop_duplicates(["step", "group"])[["step", "prompt_id", "G"]]
-    p = groups["prompt_id"].map(dict(zip(table["prompt_id"], table["p_hat"], strict=True)))
-    groups = groups.assign(expected=silent_rate(p.to_numpy(dtype=float), groups["G"].to_numpy()))
-    return groups.groupby("step")["expected"].mean()
-
-
 def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     """One row per dial and seed, and the gathered per-run tables the figures are drawn from."""
+    from grpo_dial.analysis.run_summary import expected_silent_base, summarize_runs
     from grpo_dial.passrates.tables import read_passrates
 
     runs = params["runs"]
@@ -76,7 +65,7 @@ def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         _as_list(input["steps"]), _as_list(input["responses"]), runs, strict=True
     ):
         steps = read_table(path)
-        expected = _expected_silent_base(read_table(responses_path), table)
+        expected = expected_silent_base(read_table(responses_path), table)
         steps["expected_silent_base"] = steps["step"].map(expected)
         steps.insert(0, "seed", int(seed))
         steps.insert(0, "dial", str(dial))
@@ -94,58 +83,6 @@ def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     for name, frame in (("steps", steps), ("terms", terms), ("curves", curves),
                         ("identity", identity), ("evals", evals)):  # fmt: skip
         write_table(frame, output[name])
-
-
-def summarize_runs(
-    steps: pd.DataFrame,
-    terms: pd.DataFrame,
-    mass: pd.DataFrame,
-    evals: pd.DataFrame,
-    prompts_per_step: int,
-    group_size: int,
-) -> pd.DataFrame:
-    """One row per run: accuracy and length before/after, the three terms with intervals, the
-    share of growth from incorrect responses, silent fraction, extreme-prompt mass, extra samples,
-    held-out sampled accuracy at the start and the end, and the answer checker's timeouts,
-    errors, crashes and bad references over the run (checker_* of the steps table)."""
-    rows = []
-    for (dial, seed), run_steps in steps.groupby(["dial", "seed"], sort=True):
-        t = terms[(terms["dial"] == dial) & (terms["seed"] == seed)].set_index("quantity")
-        m = mass[(mass["dial"] == dial) & (mass["seed"] == seed)]
-        e = evals[(evals["dial"] == dial) & (evals["seed"] == seed)]
-        e = e[e["difficulty"] == "all"]
-        sampled = e[e["mode"] == "sampled"].sort_values("step")["accuracy"]
-        greedy = e[e["mode"] == "greedy"].sort_values("step")["accuracy"]
-        tail = run_steps[run_steps["step"] > run_steps["step"].max() * 0.9]
-        extreme = m[m["band"] == "extreme"]
-        row = {
-            "dial": dial, "seed": int(seed),
-            "accuracy_before": t.loc["a0", "value"], "accuracy_after": t.loc["a1", "value"],
-            "length_before": t.loc["L0", "value"], "length_after": t.loc["L1", "value"],
-        }  # fmt: skip
-        for term in ("total", "mix", "within_correct", "within_incorrect",
-                     "within_incorrect_work", "within_incorrect_redundant"):  # fmt: skip
-            row[term] = t.loc[term, "value"]
-            row[f"{term}_lo"] = t.loc[term, "lo"]
-            row[f"{term}_hi"] = t.loc[term, "hi"]
-        row["incorrect_share"] = t.loc["within_incorrect", "share"]
-        row["incorrect_share_lo"] = t.loc["within_incorrect", "share_lo"]
-        row["incorrect_share_hi"] = t.loc["within_incorrect", "share_hi"]
-        row["final_silent_fraction"] = float(tail["silent_fraction"].mean())
-        row["extreme_mass_share"] = (
-            float(extreme["mass"].sum() / m["mass"].sum()) if m["mass"].sum() > 0 else np.nan
-        )
-        row["extra_samples"] = int(
-            run_steps["samples"].sum() - len(run_steps) * prompts_per_step * group_size
-        )
-        row["heldout_sampled_before"] = float(sampled.iloc[0]) if len(sampled) else np.nan
-        row["heldout_sampled_after"] = float(sampled.iloc[-1]) if len(sampled) else np.nan
-        row["heldout_greedy_before"] = float(greedy.iloc[0]) if len(greedy) else np.nan
-        row["heldout_greedy_after"] = float(greedy.iloc[-1]) if len(greedy) else np.nan
-        for col in (c for c in run_steps.columns if c.startswith("checker_")):  # train.guard
-            row[col] = int(run_steps[col].sum())  # the answer checker's failures over the run
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
@@ -173,14 +110,13 @@ def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
 def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Length curves, decomposition, accuracy against length, silent fraction, identity, and the
     estimators' per-step state when the rule asks for it."""
-    from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
     from grpo_dial.figures import training as f
 
     steps, terms = read_table(input["steps"]), read_table(input["terms"])
     figures = {
         "length_curves": f.length_curves_figure(read_table(input["curves"])),
-        "decomposition": f.decomposition_figure(terms, ARM_NAMES),
+        "decomposition": f.decomposition_figure(terms),
         "accuracy_length": f.accuracy_length_figure(steps),
         "silent_training": f.silent_figure(steps),
         "identity_training": f.identity_figure(read_table(input["identity"])),
