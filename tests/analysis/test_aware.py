@@ -70,9 +70,15 @@ def test_run_drift_and_tables():
     s = step_table(_responses())
     train = pd.DataFrame({"grad_norm": [0.5, 2.0]})
     d = run_drift(s, train, preset("grpo"), 4, 1, lr=0.1, grad_clip=1.0, fraction=0.5)
-    assert d["d_wrong"] == pytest.approx(np.log(5.0 / 3.0))
+    # theta pools a window's tails of one mode plus half a token: (8 + 2 + 0.5) / 2 against
+    # (4 + 2 + 0.5) / 2 in the estimate mode, (1 + 3 + 0.5) / 2 both times in the compute mode
+    assert d["d_wrong"] == pytest.approx(np.log(10.5 / 6.5))
     assert d["d_correct"] == 0.0
-    assert d["contrast"] == pytest.approx(np.log(5.0 / 3.0))
+    assert d["contrast"] == pytest.approx(np.log(10.5 / 6.5))
+    collapsed = _responses().assign(tokens=lambda r: np.where(r["step"] == 1, 4, r["tokens"]))
+    c = run_drift(step_table(collapsed), train, preset("grpo"), 4, 1, 0.1, 1.0, 0.5)
+    assert c["d_wrong"] == pytest.approx(np.log(0.5 / 2) - np.log(6.5 / 2))  # finite floor
+    assert c["d_correct"] == pytest.approx(np.log(0.5 / 2) - np.log(4.5 / 2))
     assert d["clip_share"] == 0.5 and d["grad_norm"] == 1.25
     runs = pd.DataFrame(
         [{"dial": "grpo", "seed": k, **d, "d_wrong": 1.0 + 0.1 * k, "u_wrong": 0.01}

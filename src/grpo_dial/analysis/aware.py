@@ -11,7 +11,8 @@ E[T] = e^theta), so a run's drift is
 
     d_wrong = theta_~(last window) - theta_~(first window),   d_correct likewise for "=",
 
-and its contrast d_wrong - d_correct. Prediction (`predicted_step`): core/length_drift.tail_drift
+and its contrast d_wrong - d_correct; a window's theta pools the tail over the window's responses
+of that mode with half a token added (`window_theta`), so a tail collapsed to 0 has a finite floor. Prediction (`predicted_step`): core/length_drift.tail_drift
 per group at the step's measured p, a, q_mode = E[T|mode] / (1 + E[T|mode]) and mean c, for the
 arm's normalizer (sequence; token over the batch's prompts_per_step groups, with DAPO's redraws
 when the arm drops silent groups; constant), its std power, ddof and eps. The trainer's batch
@@ -43,7 +44,7 @@ from grpo_dial.core.length_drift import tail_drift
 ESTIMATE, COMPUTE = "~", "="
 STEP_COLUMNS = (
     "step n accuracy awareness pi_wrong pi_correct auc_tail core tail tail_estimate tail_compute "
-    "tail_wrong tail_correct theta_estimate theta_compute truncation"
+    "tail_wrong tail_correct theta_estimate theta_compute truncation n_estimate n_compute"
 ).split()
 RUN_COLUMNS = (
     "dial seed d_wrong d_correct contrast d_tail_wrong_resp d_tail_correct_resp pred_wrong "
@@ -92,6 +93,8 @@ def step_table(responses: pd.DataFrame) -> pd.DataFrame:
                 "theta_estimate": float(np.log(te)) if te > 0 else float("nan"),
                 "theta_compute": float(np.log(tc)) if tc > 0 else float("nan"),
                 "truncation": float(d["truncated"].to_numpy(dtype=bool).mean()),
+                "n_estimate": int(est.sum()),
+                "n_compute": int((mode == COMPUTE).sum()),
             }
         )
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
@@ -137,6 +140,19 @@ def _window(steps: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.Data
     return s.head(n), s.tail(n)
 
 
+def window_theta(window: pd.DataFrame, mode: str) -> float:
+    """theta = log E[T | mode] over a window of steps: the tail pooled over the window's responses
+    of that mode, plus half a token over their count (so a tail that collapsed to 0 everywhere
+    gives a finite floor, log(0.5 / n), instead of -inf)."""
+    n = window[f"n_{mode}"].to_numpy(dtype=float)  # (S,)
+    t = window[f"tail_{mode}"].to_numpy(dtype=float)
+    ok = n > 0
+    total = float(n[ok].sum())
+    if total == 0:
+        return float("nan")
+    return float(np.log(((t[ok] * n[ok]).sum() + 0.5) / total))
+
+
 def run_drift(
     steps: pd.DataFrame,
     train_steps: pd.DataFrame,
@@ -156,13 +172,12 @@ def run_drift(
     n_steps = len(steps)
     g = train_steps["grad_norm"].to_numpy(dtype=float) if len(train_steps) else np.array([np.nan])
     g = g[np.isfinite(g)]
+    d_wrong = window_theta(last, "estimate") - window_theta(first, "estimate")
+    d_correct = window_theta(last, "compute") - window_theta(first, "compute")
     return {
-        "d_wrong": float(np.log(la["tail_estimate"]) - np.log(f["tail_estimate"])),
-        "d_correct": float(np.log(la["tail_compute"]) - np.log(f["tail_compute"])),
-        "contrast": float(
-            (np.log(la["tail_estimate"]) - np.log(la["tail_compute"]))
-            - (np.log(f["tail_estimate"]) - np.log(f["tail_compute"]))
-        ),
+        "d_wrong": d_wrong,
+        "d_correct": d_correct,
+        "contrast": d_wrong - d_correct,
         "d_tail_wrong_resp": float(la["tail_wrong"] - f["tail_wrong"]),
         "d_tail_correct_resp": float(la["tail_correct"] - f["tail_correct"]),
         "pred_wrong": float(lr * n_steps * uw[0]),
