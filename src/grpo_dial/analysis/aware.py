@@ -12,7 +12,8 @@ E[T] = e^theta), so a run's drift is
     d_wrong = theta_~(last window) - theta_~(first window),   d_correct likewise for "=",
 
 and its contrast d_wrong - d_correct; a window's theta pools the tail over the window's responses
-of that mode with half a token added (`window_theta`), so a tail collapsed to 0 has a finite floor. Prediction (`predicted_step`): core/length_drift.tail_drift
+of that mode with half a token added (`window_theta`), so a tail collapsed to 0 has a finite floor.
+Prediction (`predicted_step`): core/length_drift.tail_drift
 per group at the step's measured p, a, q_mode = E[T|mode] / (1 + E[T|mode]) and mean c, for the
 arm's normalizer (sequence; token over the batch's prompts_per_step groups, with DAPO's redraws
 when the arm drops silent groups; constant), its std power, ddof and eps. The trainer's batch
