@@ -3,7 +3,7 @@
 Left: log mean tail per step by mode, "~" (estimate, mostly wrong; solid) and "=" (compute,
 mostly right; dashed), mean over seeds per dial. Middle: each dial's drift of the contrast
 log T_~ - log T_= (last window - first), seed mean with its 90 % interval. Right: the measured
-drift ratio to the reference dial (bootstrap 90 % interval) beside the closed form's ratio as it
+contrast ratio to the reference dial (the contrast cancels the movement both tails share) (bootstrap 90 % interval) beside the closed form's ratio as it
 stands (lr x gradient, "SGD") and normalized by each arm's gradient norm ("Adam"). Drawn from rule
 aware_summary's tables only.
 """
@@ -41,7 +41,7 @@ def aware_figure(steps: pd.DataFrame, drift: pd.DataFrame, reference: str = "grp
     ax1.set_yticks(y, [label(d) for d in dials])
     ax1.set(xlabel="drift of log T~ - log T= (90% over seeds)")
 
-    ratio = drift[drift["quantity"] == "d_wrong"].set_index("dial").reindex(dials)
+    ratio = con
     # a ratio of seed means can fall outside its bootstrap percentiles when GRPO's mean is near 0
     err = [
         (ratio["ratio"] - ratio["ratio_lo"]).clip(lower=0),
@@ -57,9 +57,10 @@ def aware_figure(steps: pd.DataFrame, drift: pd.DataFrame, reference: str = "grp
     ax2.axvline(0, color="grey", lw=0.8)
     ax2.axvline(1, color="grey", lw=0.8, ls=":")
     ax2.set_yticks(y, [label(d) for d in dials])
-    ax2.set(xlabel=f"drift of the estimate-mode tail / {label(reference)}'s")
+    ax2.set(xlabel=f"contrast drift / {label(reference)}'s (90% bootstrap over seeds)")
     ax2.legend(fontsize=8)
-    ax2.set_xlim(-1.5, 2.5)
+    top = np.nanmax(np.r_[ratio["ratio_hi"].to_numpy(dtype=float), 2.0])
+    ax2.set_xlim(-1.5, min(float(top) + 0.5, 6.0))
 
     g = con.loc[reference] if reference in con.index else None
     head = (
