@@ -3,7 +3,8 @@
 Left: log mean tail per step by mode, "~" (estimate, mostly wrong; solid) and "=" (compute,
 mostly right; dashed), mean over seeds per dial. Middle: each dial's drift of the contrast
 log T_~ - log T_= (last window - first), seed mean with its 90 % interval. Right: the measured
-contrast ratio to the reference dial (the contrast cancels the movement both tails share) (bootstrap 90 % interval) beside the closed form's ratio as it
+contrast ratio to the reference dial (the contrast cancels the movement both tails share;
+bootstrap 90 % interval) beside the closed form's ratio as it
 stands (lr x gradient, "SGD") and normalized by each arm's gradient norm ("Adam"). Drawn from rule
 aware_summary's tables only.
 """
