@@ -77,14 +77,14 @@ def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | 
         "smollm2": f"{inputs.results}/models/smollm2-135m-instruct",
     }
     base = config["model"]["base"]
-    if policy_enabled and base not in built:
-        if hub_model_id(base) is not None:
-            inputs.hub_entry(hub_model_id(base), "model.base")
-        elif not Path(base).is_dir():
-            fail("model.base", missing_path(base, "policy directory", hint="base: hub:"))
     if base in built:
         return built[base]
-    return base if hub_model_id(base) is None and Path(base).is_dir() else []
+    hub, local = hub_model_id(base), Path(base).is_dir()
+    if policy_enabled and hub is not None:
+        inputs.hub_entry(hub, "model.base")
+    elif policy_enabled and not local:
+        fail("model.base", missing_path(base, "policy directory", hint="base: hub:"))
+    return base if hub is None and local else []
 
 
 def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:

@@ -25,6 +25,7 @@ def channel_samples(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.data.tasks import get_task
     from grpo_dial.policy.model import load_policy
     from grpo_dial.policy.rollout import generate_groups
+    from grpo_dial.stages.policy import base_model_path
 
     if params.get("threads"):
         torch.set_num_threads(int(params["threads"]))
@@ -32,7 +33,7 @@ def channel_samples(input: Mapping, output: Mapping, params: Mapping) -> None:
     task = get_task(spec["name"], **spec.get("options", {}))
     if not getattr(task, "tail_checks", 0):
         raise ValueError("the channel needs a task with a checking tail (task.options.tail_checks)")
-    path = str(input["model"]) if input.get("model") else str(params["model"])
+    path = base_model_path(input, params)
     model, tokenizer = load_policy(path, device=params["device"], dtype="float32")
     pool = task.problems("train", params["pool"], params["pool_seed"])[: settings["prompts"]]
     generator = torch.Generator(device=params["device"]).manual_seed(int(settings["seed"]))

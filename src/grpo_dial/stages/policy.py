@@ -32,7 +32,7 @@ def _prepare_job(params: Mapping) -> Mapping:
     return params
 
 
-def _base_model(input: Mapping, params: Mapping) -> str:
+def base_model_path(input: Mapping, params: Mapping) -> str:
     """The model directory the job took as input (built or local), else the configured hub id;
     a rule's `model` input is empty for a hub id."""
     return str(input["model"]) if input.get("model") else str(params["model"])
@@ -79,7 +79,7 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
     task = _task(params)
     settings = params["pass_rates"]
     model, tokenizer = load_policy(
-        _base_model(input, params),
+        base_model_path(input, params),
         device=params["device"],
         attn_implementation=params.get("attn_implementation", "sdpa"),
     )
@@ -134,7 +134,7 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
     task = _task(params)
     # float32 like the training run: bf16 weights would round away AdamW steps of size ~lr
     model, tokenizer = load_policy(
-        _base_model(input, params),
+        base_model_path(input, params),
         device=params["device"],
         dtype="float32",
         attn_implementation=params.get("attn_implementation", "sdpa"),
@@ -173,7 +173,7 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
 
         return run_trl(input, output, params, dial, config, pass_rates)
     train_run(
-        _base_model(input, params),
+        base_model_path(input, params),
         _task(params),
         dial,
         config,
