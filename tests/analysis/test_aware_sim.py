@@ -23,7 +23,7 @@ SEEDS, STEPS, LR, CORE = 8, 30, 4.0, 5
 
 def _drifts(spec: dict, ac: float, ae: float) -> np.ndarray:
     """(seeds, 2) drift of theta_= and theta_~ over STEPS steps."""
-    dial, _ = read_arm(spec, None, max_new_tokens=64)
+    dial = read_arm(spec, None, max_new_tokens=64).dial
     runs = [
         simulate_tail(
             dial, compute_accuracy=ac, estimate_accuracy=ae, core=CORE, steps=STEPS, lr=LR, seed=s

@@ -132,7 +132,7 @@ def test_response_weights_are_the_aggregators_gradient():
 
     w = response_weights(lengths, np.ones(4, bool), dial, rows=2, m=1)
     np.testing.assert_allclose(w, [1 / 8, 1 / 8, 1 / 9, 1 / 9])
-    seq = response_weights(lengths, np.ones(4, bool), replace(dial, length_norm="sequence"), 4, 2)
+    seq = response_weights(lengths, np.ones(4, bool), dial.replace(length_norm="sequence"), 4, 2)
     np.testing.assert_allclose(seq, 2 / (4 * lengths))
 
 

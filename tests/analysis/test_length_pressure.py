@@ -3,8 +3,6 @@ recomputed advantages, bad input, the per-dial summary and the inflation check."
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -208,7 +206,7 @@ def test_stage_on_own_runs_uses_the_decomposition_as_inflation(tmp_path):
     params = {
         "runs": runs,
         "dials": {  # the fields read_arm resolves at DAG build (common.smk's DIAL_FIELDS)
-            name: asdict(read_arm({"preset": name}, max_new_tokens=64).dial)
+            name: read_arm({"preset": name}, max_new_tokens=64).dial.as_dict()
             for name in ("grpo", "dr_grpo")
         },
         "window_fraction": 0.1,

@@ -3,21 +3,20 @@ train.allocation overridden by the dial's own, and one error line for a key of n
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from grpo_dial.core.dial import (
-    ALLOCATION_KEYS,
-    DIAL_KEYS,
+    ARM_KEYS,
     SETTING_KEYS,
     Allocation,
     Dial,
+    dial_keys,
     preset,
     read_arm,
 )
+from grpo_dial.dag.schema import read_schema
 
 SCHEMA = Path(__file__).parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULTS = {"signal": "grpo", "g_min": 2, "g_max": 32, "unanimous": "minimum",
@@ -25,17 +24,17 @@ DEFAULTS = {"signal": "grpo", "g_min": 2, "g_max": 32, "unanimous": "minimum",
 
 
 def test_a_plain_dial_is_its_preset_with_uniform_groups():
-    dial, allocation = read_arm({"preset": "dapo", "clip_high": 0.3}, DEFAULTS)
-    assert dial == replace(preset("dapo"), clip_high=0.3)
+    dial, allocation, _ = read_arm({"preset": "dapo", "clip_high": 0.3}, DEFAULTS)
+    assert dial == preset("dapo").replace(clip_high=0.3)
     assert allocation == Allocation(scheme="uniform")
-    assert read_arm({}) == (Dial(), Allocation())
+    assert read_arm({}) == (Dial(), Allocation(), "own")
 
 
 def test_adaptive_arm_overrides_the_defaults_key_by_key():
     spec = {"preset": "dr_grpo", "group_size": "adaptive", "allocation": {"signal": "dr_grpo",
             "g_max": 8}}  # fmt: skip
-    dial, allocation = read_arm(spec, DEFAULTS, max_new_tokens=48)
-    assert dial == replace(preset("dr_grpo"), max_length=48)  # constant normalizer: L_max
+    dial, allocation, _ = read_arm(spec, DEFAULTS, max_new_tokens=48)
+    assert dial == preset("dr_grpo").replace(max_length=48)  # constant normalizer: L_max
     assert allocation == Allocation(
         scheme="adaptive", signal="dr_grpo", g_min=2, g_max=8, unanimous="minimum",
         prior_strength=8, decay=0.8,
@@ -71,9 +70,9 @@ def test_bad_entries_raise_one_line_naming_the_valid_keys(spec, defaults, messag
 
 
 def test_every_key_the_schema_allows_in_a_dial_is_read():
-    schema = yaml.safe_load(SCHEMA.read_text())
+    schema = read_schema(SCHEMA)
     dials = schema["properties"]["dials"]["additionalProperties"]["properties"]
-    assert set(dials) == {*DIAL_KEYS, *ALLOCATION_KEYS}
+    assert set(dials) == {*dial_keys(), *ARM_KEYS}
     assert set(dials["allocation"]["properties"]) == set(SETTING_KEYS)
     train_allocation = schema["properties"]["train"]["properties"]["allocation"]["properties"]
     assert set(train_allocation) == set(SETTING_KEYS)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.core.advantage import advantages
-from grpo_dial.core.dial import ANCHOR_UPDATE_CHOICES, PRESETS, Dial, preset
+from grpo_dial.core.dial import PRESETS, Dial, dial_settings, preset
 from grpo_dial.core.difficulty_anchor import (
     FORMS,
     START,
@@ -171,7 +170,7 @@ def test_presets_follow_the_papers():
     old = Dial(anchor="batch", anchor_update="batch_std", anchor_scale=1.0, lambda_r=0.25)
     assert (old.anchor_update, old.anchor_scale, old.lambda_r) == ("batch_std", 1.0, 0.25)
     assert set(PRESETS) >= {"hadw_grpo", "hadw_released"}
-    assert ANCHOR_UPDATE_CHOICES == FORMS  # the dial's choices are the module's rules
+    assert dial_settings()["anchor_update"].choices == FORMS  # one list: the module's rules
     with pytest.raises(ValueError, match="anchor_update"):
         Dial(anchor="batch", anchor_update="ema")
 
@@ -200,7 +199,7 @@ def test_released_preset_reproduces_the_released_estimator(seed, steps):
     code gives a singleton mean 0 and std 1, ours A = 0): with the released code's sample std
     the preset's advantages are the released loop's at every step."""
     rng = np.random.default_rng(seed)
-    dial = replace(preset("hadw_released"), std_ddof=1)
+    dial = preset("hadw_released").replace(std_ddof=1)
     state, window = START, deque(maxlen=dial.anchor_window)
     for _ in range(steps):
         sizes = rng.integers(2, 9, rng.integers(1, 6))
@@ -225,7 +224,7 @@ def test_hadw_sign_is_the_group_advantage_of_the_raw_rewards_under_strata():
     r = torch.tensor([1.0, 0.6, 0.0, 0.5], dtype=F64)
     ids, strata = torch.zeros(4, dtype=torch.long), torch.tensor([0, 0, 1, 1])
     dial = Dial(strata="s", strata_blend=1.0, anchor="batch", anchor_scale=1.0, eps=0.0)
-    plain = advantages(r, ids, replace(dial, anchor="none"), strata=strata)
+    plain = advantages(r, ids, dial.replace(anchor="none"), strata=strata)
     got = advantages(r, ids, dial, strata=strata, anchor=0.2)
     assert plain[3] > 0  # stratum (0, 0.5): 0.5 is its stratum's upper half
     phi = got / plain

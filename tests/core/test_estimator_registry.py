@@ -1,6 +1,6 @@
 """The estimator registry: a duplicate name fails loudly, an unknown one lists the valid names,
-the three fixes are registered, and a toy estimator (one registered function) shows up in a
-config arm, the config schema, the arms' display names and a figure label."""
+the three fixes are registered, a field is owned once. The toy estimator registered by a test
+alone (tests/train/test_toy_estimator.py) shows the rest: one entry reaches everything."""
 
 from __future__ import annotations
 
@@ -30,29 +30,6 @@ def _config_with_arm(spec: dict) -> dict:
     return config
 
 
-@pytest.fixture
-def toy():
-    """A toy advantage estimator: the sign of the group advantage, on dials with alpha 0.5."""
-    from grpo_dial import figures
-    from grpo_dial.core.arm_names import ARM_NAMES
-
-    @register_estimator(
-        "toy_grpo",
-        label="Toy GRPO",
-        kind="advantage",
-        fields=("std_power",),
-        active=lambda dial: dial.std_power == 0.5,
-        preset={"std_power": 0.5},
-    )
-    def sign_only(adv, stats, dial, regroup):
-        return adv.sign()
-
-    yield ESTIMATORS["toy_grpo"]
-    del ESTIMATORS["toy_grpo"]
-    ARM_NAMES.pop("toy_grpo", None)
-    figures.NAMES.pop("toy_grpo", None)
-
-
 def test_the_three_fixes_are_registered_in_order():
     assert list(ESTIMATORS) == ["lambda_grpo", "stratified_grpo", "hadw_grpo"]
     for name, est in ESTIMATORS.items():
@@ -64,29 +41,15 @@ def test_the_three_fixes_are_registered_in_order():
 def test_a_duplicate_name_fails_and_an_unknown_one_lists_the_valid():
     with pytest.raises(ValueError, match="'hadw_grpo' is already registered"):
         register_estimator(
-            "hadw_grpo", label="x", kind="advantage", fields=(), active=lambda d: False
+            "hadw_grpo", label="x", kind="advantage", fields={"x": None}, active=lambda d: False
         )(lambda *a: None)
+    with pytest.raises(ValueError, match="dial field 'anchor' is already owned by 'hadw_grpo'"):
+        register_estimator(
+            "hadw_again", kind="advantage", fields={"anchor": None}, active=lambda d: False
+        )(lambda *a: None)
+    assert "hadw_again" not in ESTIMATORS
     with pytest.raises(ValueError, match="unknown estimator 'hdaw'; valid: hadw_grpo, lambda"):
         get_estimator("hdaw")
-
-
-def test_a_toy_estimator_reaches_an_arm_the_schema_and_a_figure_label(toy):
-    # a config arm: its recipe is a preset, and the advantage is the toy's
-    arm = read_arm({"preset": "toy_grpo"})
-    assert arm.dial == Dial(std_power=0.5) and active_estimators(arm.dial) == [toy]
-    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0], dtype=torch.float64)
-    ids = torch.tensor([0, 0, 0, 1, 1, 1])
-    stats = group_stats(r, ids)
-    group = r - stats.mean[stats.index]  # the sign of A does not depend on the std factor
-    assert advantages(r, ids, arm.dial).tolist() == group.sign().tolist()
-    # the schema: the preset enum is the live list, so the arm validates
-    assert config_error(_config_with_arm({"preset": "toy_grpo"}), read_schema(SCHEMA)) is None
-    # a figure label: every figure stage hands the registered labels to the figures
-    from grpo_dial.figures import label
-    from grpo_dial.stages.registry import stage_for
-
-    stage_for("simulation_figure")
-    assert label("toy_grpo") == "Toy GRPO" == arm_name("toy_grpo") == toy.label
 
 
 def test_without_the_toy_the_schema_refuses_its_preset():

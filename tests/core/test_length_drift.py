@@ -4,7 +4,6 @@ advantage.policy_loss, Monte Carlo through the project's aggregators, and the is
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -112,7 +111,7 @@ def _exact_through_policy_loss(dial, p, tw0, tc0, c, a, t_max=45):
 @pytest.mark.parametrize(
     "dial,kw",
     [
-        (replace(preset("grpo"), eps=0.0), {"length_norm": "sequence"}),
+        (preset("grpo").replace(eps=0.0), {"length_norm": "sequence"}),
         (
             Dial(std_power=0.0, length_norm="sequence", eps=0.0),
             {"length_norm": "sequence", "std_power": 0.0},
@@ -140,7 +139,7 @@ def test_closed_form_equals_exact_expectation_through_policy_loss(dial, kw):
 
 DAPO_KW = {"length_norm": "token", "scope": "batch", "n_groups": 4, "silent": "drop"}
 MC_CASES = [
-    ("sequence", replace(preset("grpo"), eps=0.0), {"length_norm": "sequence"}, 1),
+    ("sequence", preset("grpo").replace(eps=0.0), {"length_norm": "sequence"}, 1),
     (
         "alpha0",
         Dial(std_power=0.0, length_norm="sequence", eps=0.0),
@@ -154,10 +153,10 @@ MC_CASES = [
         {"length_norm": "token", "scope": "batch", "n_groups": 4},
         4,
     ),
-    ("dapo", replace(preset("dapo"), eps=0.0), DAPO_KW | {"max_resample_rounds": 4}, 4),
+    ("dapo", preset("dapo").replace(eps=0.0), DAPO_KW | {"max_resample_rounds": 4}, 4),
     (
         "constant",
-        replace(preset("dr_grpo"), max_length=64),
+        preset("dr_grpo").replace(max_length=64),
         {"length_norm": "constant", "std_power": 0.0},
         1,
     ),

@@ -12,8 +12,6 @@ factor is the batch's token normalizer; the estimate is mean(u - beta X), beta f
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
@@ -25,7 +23,7 @@ from grpo_dial.core.dial import preset
 
 G, M, CORE, AWARE, ROUNDS = 8, 4, 4, 1.0, 4
 TW, TC = np.log(6.0), np.log(0.5)  # wrong path: mean tail 6; correct path: 0.5
-DAPO = replace(preset("dapo"), eps=0.0, max_resample_rounds=ROUNDS)
+DAPO = preset("dapo").replace(eps=0.0, max_resample_rounds=ROUNDS)
 
 
 def _sig(x):

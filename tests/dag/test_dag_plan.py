@@ -49,7 +49,7 @@ def test_an_arm_problem_names_the_arm():
 
 def test_a_job_rebuilds_the_arm_from_its_fields():
     arm = read_arm({"preset": "dapo", "group_size": "adaptive"}, {"g_max": 8}, max_new_tokens=9)
-    fields = {"dial": asdict(arm.dial), "allocation": asdict(arm.allocation)}
+    fields = {"dial": arm.dial.as_dict(), "allocation": asdict(arm.allocation), "backend": "own"}
     assert arm_from_fields(copy.deepcopy(fields)) == arm
     with pytest.raises(ValueError, match="std_power"):
         arm_from_fields({**fields, "dial": {**fields["dial"], "std_power": 3.0}})

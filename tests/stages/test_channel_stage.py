@@ -3,7 +3,6 @@ gather two dials' synthetic run tables against the prediction, draw both figures
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +71,7 @@ def test_samples_then_summary_then_figures(tmp_path: Path) -> None:
     out = {name: str(tmp_path / f"out/{name}.csv") for name in ("channel", "runs", "drift")}
     out["awareness"] = str(tmp_path / "out/awareness.parquet")
     dials = {  # the fields read_arm resolves at DAG build
-        name: asdict(read_arm({"preset": name}, max_new_tokens=12).dial)
+        name: read_arm({"preset": name}, max_new_tokens=12).dial.as_dict()
         for name in ("grpo", "dr_grpo")
     }
     channel.channel_summary(inputs, out, {"runs": runs, "dials": dials, "group_size": 8,

@@ -4,8 +4,6 @@ tokens off its records."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import torch
 
@@ -32,7 +30,7 @@ def test_the_bench_step_is_the_trainers_step(monkeypatch) -> None:
     assert [c[-1] for c in calls] == [1, 2]
     state, task, dial, config, _ = calls[0]
     assert isinstance(state, loop.RunState) and state.model is setup.model and task is setup.task
-    trl_default = replace(preset("grpo"), std_ddof=1, eps=1e-4)  # scale_rewards="group"
+    trl_default = preset("grpo").replace(std_ddof=1, eps=1e-4)  # scale_rewards="group"
     assert dial == trl_default
     assert config.prompts_per_step == 2 and config.group_size == 2
     assert len(state.records["steps"]) == 2  # the trainer's own records of both steps

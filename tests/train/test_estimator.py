@@ -325,7 +325,7 @@ def test_resume_restores_lambda_and_anchor(runs, base_dir, tmp_path, name):
 
 
 def test_a_stratum_the_task_lacks_stops_the_run_before_the_model_loads(base_dir, tmp_path):
-    dial = replace(preset("stratified_grpo"), strata="check_lines")
+    dial = preset("stratified_grpo").replace(strata="check_lines")
     with pytest.raises(ValueError, match="stratum key 'check_lines' is not provided") as err:
         _run(base_dir, tmp_path, dial)
     assert "\n" not in str(err.value)

@@ -22,7 +22,7 @@ from grpo_dial.policy.model import load_policy
 from grpo_dial.train import checkpoint
 from grpo_dial.train import loop as trainer
 from grpo_dial.train.config import TrainConfig
-from grpo_dial.train.loop import COLUMNS, train_run
+from grpo_dial.train.loop import table_columns, train_run
 
 CFG = TrainConfig(
     steps=4, prompts_per_step=3, group_size=4, max_new_tokens=8, train_pool=20,
@@ -159,7 +159,7 @@ def test_tables_have_documented_columns_and_consistent_values(base_dir, tmp_path
     train_run(base_dir, FakeTask(), preset("grpo"), cfg, outputs, tmp_path / "ckpt")
     t = {name: pd.read_parquet(outputs[name]) for name in TABLES}
     for name in TABLES:
-        assert list(t[name].columns) == list(COLUMNS[name]), name
+        assert list(t[name].columns) == list(table_columns()[name]), name
     steps, resp, mass = t["steps"], t["responses"], t["mass"]
     assert steps["step"].tolist() == [1, 2, 3, 4] and not steps["nonfinite"].any()
     assert steps["kl"].iloc[0] == 0.0 and steps["kl"].iloc[1:].gt(0).all()  # base = policy at 1

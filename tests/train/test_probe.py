@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 import torch
@@ -63,10 +62,10 @@ def test_scores_match_unpadded_single_forwards(setup):
     [
         preset("grpo"),
         preset("dr_grpo"),
-        replace(preset("grpo"), eps=0.0),
-        replace(preset("dr_grpo"), std_ddof=1, eps=0.0),
-        replace(preset("grpo"), std_ddof=1, eps=1e-4),  # TRL's
-        replace(preset("dapo"), std_power=0.5),
+        preset("grpo").replace(eps=0.0),
+        preset("dr_grpo").replace(std_ddof=1, eps=0.0),
+        preset("grpo").replace(std_ddof=1, eps=1e-4),  # TRL's
+        preset("dapo").replace(std_power=0.5),
     ],
 )
 def test_sequence_identity_and_factor(setup, dial: Dial):
@@ -103,7 +102,7 @@ def test_token_level_aggregation(setup):
     lengths = group.response_lengths.double()
     seq = probe_group(model, group, r, preset("grpo"))
     tok = probe_group(model, group, r, preset("dapo"))
-    const = probe_group(model, group, r, replace(preset("dr_grpo"), max_length=10))
+    const = probe_group(model, group, r, preset("dr_grpo").replace(max_length=10))
     assert 0 < seq["token_cosine"] < 1 - 1e-6
     # Token mean and constant normalizer are lhs times a scalar: cosine 1, ratio = the scalar.
     assert tok["token_cosine"] == pytest.approx(1.0, abs=1e-6)

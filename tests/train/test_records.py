@@ -4,7 +4,6 @@ hand, the mass per band, the step statistics and the band map."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ def test_group_mass_mass_chunk_and_step_stats_hand_numbers():
     gids = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3])  # k=1, k=2, silent, singleton
     s1, s2 = math.sqrt(3) / 4, 0.5
     for name, expected in [("grpo", [s1, s2, 0, 0]), ("dr_grpo", [s1**2, s2**2, 0, 0])]:
-        dial = replace(preset(name), eps=0.0)
+        dial = preset(name).replace(eps=0.0)
         _, mass = rec.group_mass(rewards, gids, dial)
         assert mass.tolist() == pytest.approx(expected, abs=1e-12)
     chunk = rec.mass_chunk(3, ["a", "b", "a", "b"], np.array([s1, s2, 0, 0]), ("a", "b", "c"))

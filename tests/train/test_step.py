@@ -93,7 +93,7 @@ def test_one_sgd_step_is_minus_lr_grad_and_moves_logprobs_by_advantage_sign():
 
 
 def test_second_update_uses_the_sampling_policy_as_old():
-    dial = replace(preset("grpo"), clip_low=0.05, clip_high=0.05)
+    dial = preset("grpo").replace(clip_low=0.05, clip_high=0.05)
     cfg = replace(CFG, optimizer="sgd", lr=0.5, grad_clip=None, updates_per_batch=2)
     model, tokenizer = tiny_policy(seed=2)
     batch = _batch(model, tokenizer, dial, cfg)
@@ -178,7 +178,7 @@ def test_per_bucket_backward_equals_the_single_backward_update(name, kl, monkeyp
     whole batch; a spy checks that no two buckets' graphs are alive at once."""
     from grpo_dial.train import step as train_step
 
-    dial = replace(preset(name), clip_low=0.05, clip_high=0.05)
+    dial = preset(name).replace(clip_low=0.05, clip_high=0.05)
     cfg = replace(CFG, optimizer="sgd", lr=0.5, grad_clip=None, updates_per_batch=2,
                   micro_batch=2, kl_coef=0.3 if kl else 0.0, prompts_per_step=6)  # fmt: skip
     model, tokenizer = tiny_policy(seed=2)
@@ -233,7 +233,7 @@ def test_learnable_lambda_per_bucket_equals_one_backward_through_the_weights(kl)
     from grpo_dial.core.token_weights import lambda_factors
     from grpo_dial.train import estimator
 
-    dial = replace(preset("lambda_grpo"), lambda_value=0.3, lambda_lr=0.7, clip_low=0.05,
+    dial = preset("lambda_grpo").replace(lambda_value=0.3, lambda_lr=0.7, clip_low=0.05,
                    clip_high=0.05)  # fmt: skip
     cfg = replace(CFG, optimizer="sgd", lr=0.5, grad_clip=None, updates_per_batch=2,
                   micro_batch=2, kl_coef=0.3 if kl else 0.0, prompts_per_step=6)  # fmt: skip
@@ -300,7 +300,7 @@ def test_dapo_refill_trains_only_informative_groups_and_counts_samples():
 
 def test_dapo_counts_every_round_when_nothing_is_informative():
     model, tokenizer = tiny_policy(seed=0)
-    dial = replace(preset("dapo"), max_resample_rounds=2)
+    dial = preset("dapo").replace(max_resample_rounds=2)
     batch = _batch(model, tokenizer, dial, CFG, task=NeverRight())
     assert not batch.trained.any()
     assert batch.resampled_prompts == 2 * CFG.prompts_per_step

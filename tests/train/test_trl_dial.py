@@ -7,7 +7,6 @@ import pytest
 from grpo_dial.core.dial import Dial, preset, read_arm
 from grpo_dial.train.trl_dial import (
     TRL_EPS,
-    arm_backend,
     backend_error,
     grpo_config_kwargs,
     refusal,
@@ -24,9 +23,8 @@ def arm_dial(arm: dict, max_new_tokens: int | None = None) -> Dial:
 
 def refused(arm: dict, backend: str = "trl") -> str | None:
     """backend_error of one arm `arm`, resolved as the DAG build resolves it."""
-    resolved = {"arm": read_arm(arm, max_new_tokens=TRAIN["max_new_tokens"])}
-    backends = {"arm": arm_backend(arm, {"backend": backend})}
-    return backend_error(resolved, backends, TRAIN["max_new_tokens"])
+    resolved = {"arm": read_arm(arm, max_new_tokens=TRAIN["max_new_tokens"], backend=backend)}
+    return backend_error(resolved, TRAIN["max_new_tokens"])
 
 
 @pytest.mark.parametrize(
@@ -86,16 +84,15 @@ def test_processes_share_the_step_and_accumulate_their_micro_batches():
 
 def test_the_arm_backend_overrides_the_train_section():
     arm = {"preset": "grpo", "backend": "trl"}  # population std: refused only on trl
-    assert arm_backend(arm, {"backend": "own"}) == "trl"
+    assert read_arm(arm, backend="own").backend == "trl"
     assert "std_ddof" in refused(arm, backend="own")
-    assert arm_backend({}, {}) == "own"
+    assert read_arm({}).backend == "own"
+    assert read_arm({}, backend="trl").backend == "trl"
 
 
 def test_an_unknown_backend_is_named():
-    resolved = {"arm": read_arm(TRL_GRPO)}
-    assert backend_error(resolved, {"arm": "verl"}, 40) == (
-        "config error at 'dials.arm.backend': 'verl'; choose one of own, trl"
-    )
+    with pytest.raises(ValueError, match="backend='verl' is not valid; choose one of 'own', 'trl'"):
+        read_arm({**TRL_GRPO, "backend": "verl"})
 
 
 def test_the_translation_refuses_what_the_dry_run_refuses():

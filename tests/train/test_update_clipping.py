@@ -59,7 +59,7 @@ def test_asymmetric_clip_update_matches_a_token_loop():
     parameters equal the loop's, and some positive-advantage tokens sit between 1 + clip_low
     and 1 + clip_high on a later step, where only the upper bound 1 + clip_high keeps their
     gradient (a trainer that clipped both sides at clip_low would zero it)."""
-    dial = replace(preset("grpo"), clip_low=0.05, clip_high=0.3)
+    dial = preset("grpo").replace(clip_low=0.05, clip_high=0.3)
     cfg = replace(CFG, lr=2.0, updates_per_batch=3)
     model, train, adv = _train_batch(dial, cfg)
     mask = train.response_mask

@@ -104,7 +104,7 @@ def test_default_dry_run_lists_every_analysis_job():
     ("patch", "fragment"),
     [
         ({"simulate": {"steps": "many"}}, "config error at 'simulate.steps'"),
-        # the inputs of issue 28 (grpo_dial.core.config_checks)
+        # the inputs of issue 28 (grpo_dial.dag.config_checks)
         ({"model": {"device": "gpu"}}, "config error at 'model.device': 'gpu' is not a torch"),
         ({"train": {"seeds": [-1]}}, "config error at 'train.seeds.0': seed -1 is out of range"),
         ({"train": {"seeds": [10**19 + 1]}}, "config error at 'train.seeds.0': seed 1000000"),

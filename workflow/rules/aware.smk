@@ -1,8 +1,8 @@
 # The aware-tail study (issue 27, docs/length-bias.md#the-aware-tail): with task `aware`, every
 # run's tail by mode against the closed form (analysis/aware.py), reusing channel.reference and
 # decompose.window_fraction.
-AWARE_ENABLED = POLICY_ENABLED and config["task"]["name"] == "aware"
-AWARE_BRIDGE = AWARE_ENABLED and "math_cot" in REAL_LENGTH_INPUTS  # 8 samples of one model per prompt
+AWARE_ENABLED = PLAN.aware_enabled
+AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt beside it
 AWARE_TARGETS = ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + (
     [f"{RESULTS}/aware/bridge.csv"] if AWARE_BRIDGE else []
 )  # read by all_targets (common.smk)

@@ -17,22 +17,17 @@ from grpo_dial.dag.plan import (  # noqa: E402
     LENGTH_BIAS_WORKFLOW_KEYS,
     PASSRATE_WORKFLOW_KEYS,
     TRAIN_WORKFLOW_KEYS,
-    build_plan,
+    open_plan,
     section,
 )
 from grpo_dial.dag.resources import gpu_jobs  # noqa: E402
-from grpo_dial.dag.schema import validate_config  # noqa: E402
 from grpo_dial.data.sources import OFFLINE_VARIABLES  # noqa: E402
-from grpo_dial.core.config_checks import config_problems  # noqa: E402
 from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
 
 fit_to_cluster(workflow, WorkflowError)  # cluster profile: threads = cpus_per_task; jobs fit sinfo
 
-if (_problem := config_problems(config, workflow.configfiles)) is not None:
-    raise WorkflowError(_problem)  # before the schema: duplicate keys, '1e-4' read as text, ...
-try:
-    validate_config(config, REPO / "workflow" / "schemas" / "config.schema.yaml")  # + defaults
-    PLAN = build_plan(config, REPO, Path.cwd())  # + the dials the trl backend cannot express
+try:  # the one door: files and values checked, the schema read once and validated, the Plan
+    PLAN = open_plan(config, workflow.configfiles, REPO, Path.cwd())
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
@@ -82,7 +77,7 @@ if workflow.global_resources.get("gpu").value is None:
 
 wildcard_constraints:
     table="|".join(re.escape(name) for name in [*config["passrate_tables"], POLICY_TABLE]),
-    dial="|".join(re.escape(name) for name in config["dials"]) or "NONE",
+    dial="|".join(re.escape(name) for name in PLAN.arms) or "NONE",
     seed=r"\d+",
     run="|".join(re.escape(name) for name in config["runs"]) or "NONE",
 
@@ -169,11 +164,7 @@ def summary_inputs(wildcards):
 def train_targets():
     if not POLICY_ENABLED:
         return []
-    return expand(
-        f"{RESULTS}/train/{{dial}}/seed{{seed}}/steps.parquet",
-        dial=list(config["dials"]),
-        seed=config["train"]["seeds"],
-    )
+    return run_files("steps.parquet")
 
 
 def all_targets():

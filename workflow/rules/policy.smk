@@ -80,8 +80,8 @@ rule calibrate_lr:
 
 from grpo_dial.external.trl_launch import job_gpus, job_note  # noqa: E402 (no torch)
 
-for _dial, _arm in config["dials"].items():  # each trl arm's GPUs and launch command
-    if (_line := job_note(_dial, _arm, config["train"], config["model"]["device"])) is not None:
+for _dial, _backend in BACKENDS.items():  # each trl arm's GPUs and launch command
+    if (_line := job_note(_dial, _backend, config["train"], config["model"]["device"])) is not None:
         print(f"grpo-dial: {_line}", file=sys.stderr)
 
 
@@ -103,7 +103,7 @@ rule train:
         f"{RESULTS}/benchmarks/train/{{dial}}/seed{{seed}}.tsv"
     threads: config["train"]["threads"]
     resources:
-        gpu=lambda w: job_gpus(config["dials"][w.dial], config["train"], config["model"]["device"]),
+        gpu=lambda w: job_gpus(BACKENDS[w.dial], config["train"], config["model"]["device"]),
     params:
         task=TASK,
         model=config["model"]["base"],
@@ -114,7 +114,6 @@ rule train:
         pass_rates=config["pass_rates"],
         seed=lambda wildcards: int(wildcards.seed),
         checkpoint_dir=lambda wildcards: f"{RESULTS}/checkpoints/{wildcards.dial}/seed{wildcards.seed}",
-        backend=lambda wildcards: BACKENDS[wildcards.dial],
         trl=config["train"]["trl"],
     conda:
         "../../envs/grpo-dial.yaml"

@@ -15,8 +15,6 @@ identity_residuals: random Gaussian score vectors, every k including the silent 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import torch
@@ -28,7 +26,7 @@ from grpo_dial.core.theory import group_sigma
 
 def _exact(name: str, **overrides: object) -> Dial:
     # eps = 0: the identity is exact only without the eps regularizer.
-    return replace(preset(name), eps=0.0, **overrides)
+    return preset(name).replace(eps=0.0, **overrides)
 
 
 def _check_sizes(name: str, values: tuple, lo: int) -> tuple[int, ...]:

@@ -1,190 +1,181 @@
-"""The dial: every choice a group-relative estimator makes, as one frozen dataclass of fields.
+"""The dial: every choice a group-relative estimator makes, as one frozen value of fields.
 
 GRPO, Dr. GRPO and DAPO differ in what they do with the group std (std_power, std_ddof, eps,
-silent) and in how token losses are aggregated (length_norm); the essay's other fixes are more
-fields of the same dial: lambda-GRPO's learnable length preference (length_norm='lambda' and the
-lambda_* fields, arXiv 2510.06870), Stratified GRPO's stratified advantage normalization (strata,
-strata_blend, arXiv 2510.06214) and HA-DW's history-aware difficulty anchor (anchor*, arXiv
-2601.08521). The formulas are in grpo_dial.core.advantage, which reads these fields; this module
-only holds and checks them, plus the named presets. Unknown names raise and list the valid ones.
+silent) and in how token losses are aggregated (length_norm); these core fields are defined
+here (CORE_SETTINGS). The essay's other fixes are registered estimators (grpo_dial.core.
+estimators), each owning its own fields: lambda-GRPO's learnable length preference
+(length_norm='lambda' and the lambda_* fields, arXiv 2510.06870), Stratified GRPO's stratified
+advantage normalization (strata, strata_blend, arXiv 2510.06214) and HA-DW's history-aware
+difficulty anchor (anchor*, arXiv 2601.08521). Each field is one Setting (core.settings): the
+check here, the config schema's `dials` block and the docs read that one definition.
+
+An arm is one `dials.<name>` entry resolved (`read_arm`): its Dial, its sample Allocation and
+its training backend. The formulas are in grpo_dial.core.advantage; this module only holds and
+checks the fields, plus the named presets. Unknown names raise and list the valid ones.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
-from grpo_dial.core.checks import (
-    check_at_least,
-    check_choice,
-    check_int,
-    check_positive,
-    check_real,
-    is_real,
-)
-from grpo_dial.core.checks import opt as _opt
 from grpo_dial.core.estimators import ESTIMATORS
+from grpo_dial.core.settings import Setting, check_settings, dataclass_settings, setting
 
-SILENT_CHOICES = ("keep", "drop")
-LENGTH_NORM_CHOICES = ("sequence", "token", "constant", "lambda")
-ANCHOR_CHOICES = ("none", "batch", "prompt")
-ANCHOR_UPDATE_CHOICES = ("paper", "released", "batch_std")  # core.difficulty_anchor.FORMS
+BACKENDS = ("own", "trl")  # the training engines (grpo_dial.train.backends)
 
 
-@dataclass(frozen=True)
-class Dial:
-    """Every choice GRPO, Dr. GRPO, DAPO, lambda-GRPO, Stratified GRPO and HA-DW make about the
-    group's rewards and the token losses, as independent fields."""
-
-    std_power: float = _opt(
+# The core of the dial: what GRPO, Dr. GRPO and DAPO do with the group std and with the token
+# losses. Every registered estimator adds its own settings after these (core.estimators).
+CORE_SETTINGS: Mapping[str, Setting] = MappingProxyType({
+    "std_power": Setting(
         1.0,
         "alpha in [0,1]: A = (r - mean) / (sigma + eps)**alpha. 1 = GRPO/DAPO (arXiv 2402.03300, "
         "2503.14476): equal weight per informative prompt, step ~ sigma. 0 = Dr. GRPO "
         "(2503.20783): no difficulty reweighting, step ~ sigma^2. Values between interpolate.",
-    )
-    std_ddof: int = _opt(
+        kind=float, low=0.0, high=1.0,
+    ),
+    "std_ddof": Setting(
         0,
         "0 = population std, the paper's sigma = sqrt(k(G-k))/G. 1 = sample std (torch.std) as "
         "TRL, verl, OpenRLHF and oat use; larger by sqrt(G/(G-1)), so advantages shrink (x0.935 "
         "at G=8). Pick 1 to match a framework's numbers.",
-    )
-    eps: float = _opt(
+        choices=(0, 1),
+    ),
+    "eps": Setting(
         1e-6,
         "Added to sigma before the power; matters only for small sigma (silent groups give 0 "
         "anyway). TRL 1e-4, verl 1e-6 (default), oat 1e-8, OpenRLHF 1e-9. 0 for exact identities.",
-    )
-    silent: Literal["keep", "drop"] = _opt(
+        kind=float, low=0.0,
+    ),
+    "silent": Setting(
         "keep",
         "Groups whose rewards are all equal (sigma = 0, zero gradient). 'keep' (GRPO, Dr. GRPO, "
         "TRL): they stay and dilute the token/sequence normalizers. 'drop' (DAPO dynamic "
         "sampling): filter them out and refill the batch by sampling again.",
-    )
-    max_resample_rounds: int = _opt(
+        choices=("keep", "drop"),
+    ),
+    "max_resample_rounds": Setting(
         4,
         "With silent='drop', how many extra sampling rounds may refill dropped groups; bounds the "
         "sample cost. The paper's controlled DAPO arm resamples a silent group at most 4 times.",
-    )
-    length_norm: Literal["sequence", "token", "constant", "lambda"] = _opt(
+        kind=int, low=0,
+    ),
+    "length_norm": Setting(
         "sequence",
         "'sequence' (GRPO, TRL 'grpo'): mean over each response's tokens, then over responses; "
         "favours long wrong and short right answers. 'token' (DAPO, TRL 'dapo'/'bnpo'): batch sum "
         "/ total tokens. 'constant' (Dr. GRPO, TRL 'dr_grpo'): sum / (responses * max_length), "
-        "no length bias. 'lambda' (lambda-GRPO, arXiv 2510.06870): the token mean with each "
-        "response weighted by a softmax of its group-standardized length to the power lambda.",
-    )
-    max_length: int | None = _opt(
+        "no length bias. A registered estimator of kind 'weights' adds its own value (lambda-GRPO: "
+        "'lambda').",
+        choices=("sequence", "token", "constant"),
+    ),
+    "max_length": Setting(
         None,
         "L_max for length_norm='constant': set it to the generation limit (TRL's "
         "max_completion_length). None uses the padded width of the mask, as verl does, which "
         "makes the normalizer depend on how the batch happened to be padded.",
-    )
-    clip_low: float = _opt(
+        kind=int, low=1, nullable=True,
+    ),
+    "clip_low": Setting(
         0.2,
         "PPO lower clip: the ratio is floored at 1 - clip_low for negative advantages (0.2 in "
         "PPO, GRPO, DAPO). Binds only when a batch is reused for more than one update.",
-    )
-    clip_high: float = _opt(
+        kind=float, low=0.0, high=1.0, high_open=True,
+    ),
+    "clip_high": Setting(
         0.2,
         "PPO upper clip: the ratio is capped at 1 + clip_high for positive advantages. 0.2 is "
         "symmetric PPO/GRPO; DAPO's clip-higher uses 0.28 so rare tokens can still gain "
         "probability (less entropy collapse).",
-    )
-    lambda_value: float = _opt(
-        0.0,
-        "lambda of length_norm='lambda': fixed, or the start when lambda_learnable. 0 is exactly "
-        "DAPO's token mean; > 0 weights responses longer than their group's mean up, < 0 down.",
-    )
-    lambda_learnable: bool = _opt(
-        False,
-        "lambda-GRPO: lambda is a scalar parameter trained with the policy (its own learning "
-        "rate lambda_lr, same optimizer), logged per step; false keeps lambda_value fixed.",
-    )
-    lambda_r: float = _opt(
-        1 / 9,
-        "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z; 1/9 is the "
-        "paper's r (arXiv 2510.06870), 0.25 this project's earlier default. |z| <= sqrt(G - 1) "
-        "in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (1/9: G <= 81); a smaller h is "
-        "floored at 1e-3.",
-    )
-    lambda_lr: float = _opt(
-        0.01,
-        "Learning rate of a learnable lambda (AdamW moves it by about this much per update).",
-    )
-    strata: str | None = _opt(
-        None,
-        "Stratified advantage normalization (Stratified GRPO, arXiv 2510.06214): a stratum key "
-        "per response; advantages are computed within each stratum of a group. 'truncated' and "
-        "'length_bucket' (above the group's mean length) exist for every task; a task may add "
-        "its own (the arithmetic task with tail_checks > 0: 'check_lines'). None: off.",
-    )
-    strata_blend: float = _opt(
-        1.0,
-        "beta in [0,1]: A = beta A_stratum + (1 - beta) A_group; 1 = pure stratified "
-        "normalization, 0 = the group estimator. The paper blends for finite-sample stability.",
-    )
-    anchor: Literal["none", "batch", "prompt"] = _opt(
-        "none",
-        "HA-DW (arXiv 2601.08521): reweight A by Phi = anchor_scale exp(-sgn(A)(p_hat - C)), "
-        "boosting correct answers on prompts harder than the anchor C. 'batch': C is the paper's "
-        "cross-batch anchor of the policy's accuracy; 'prompt': C is the prompt's running pass "
-        "rate (the adaptive arm's tracker). 'none': off.",
-    )
-    anchor_update: Literal["paper", "released", "batch_std"] = _opt(
-        "paper",
-        "How the batch anchor follows the accuracy (core.difficulty_anchor): 'paper' (Eqs. "
-        "8-11: eta_t = eta sigma_t, sigma_t the std of the previous m beliefs, the running "
-        "mean of the accuracies as warm-up for the first m steps), 'released' (the authors' "
-        "code: the mean of the last m batch accuracies, the current one included), "
-        "'batch_std' (this project's earlier reading: sigma_t over the last m accuracies).",
-    )
-    anchor_rate: float = _opt(
-        0.1,
-        "eta in (0, 1] of the batch anchor's update C <- (1 - eta_t) C + eta_t y_t, eta_t = "
-        "eta sigma_t ('paper', 'batch_std'; unused by 'released').",
-    )
-    anchor_scale: float = _opt(
-        1.5,
-        "lambda_scale > 0 of HA-DW's Phi: 1.5, the paper's best (its Table 7: 48.7 at "
-        "1.3-1.5 against 47.4 at 1.0) and the value the authors' code hard-codes; 1.0 is the "
-        "unscaled Phi.",
-    )
-    anchor_window: int = _opt(
-        8,
-        "m >= 2: the beliefs in sigma_t ('paper'), the batch accuracies averaged "
-        "('released', 10 in the authors' code) or in sigma_t ('batch_std').",
-    )
+        kind=float, low=0.0,
+    ),
+})  # fmt: skip
 
-    def __post_init__(self) -> None:
-        check_real("std_power", self.std_power, 0.0, 1.0)
-        check_choice("std_ddof", self.std_ddof, (0, 1))
-        check_real("eps", self.eps, 0.0, math.inf, high_open=True)
-        check_choice("silent", self.silent, SILENT_CHOICES)
-        check_int("max_resample_rounds", self.max_resample_rounds, 0)
-        check_choice("length_norm", self.length_norm, LENGTH_NORM_CHOICES)
-        if self.max_length is not None:
-            check_int("max_length", self.max_length, 1)
-        check_real("clip_low", self.clip_low, 0.0, 1.0, high_open=True)
-        check_real("clip_high", self.clip_high, 0.0, math.inf)
-        check_real("lambda_value", self.lambda_value, -math.inf, math.inf, high_open=True)
-        check_choice("lambda_learnable", self.lambda_learnable, (False, True))
-        check_positive("lambda_r", self.lambda_r)
-        check_positive("lambda_lr", self.lambda_lr)
-        if self.lambda_learnable and self.length_norm != "lambda":
-            raise ValueError("lambda_learnable needs length_norm='lambda'")
-        if self.strata is not None and (not isinstance(self.strata, str) or not self.strata):
-            raise ValueError(f"strata must be a stratum key (a name) or None, got {self.strata!r}")
-        check_real("strata_blend", self.strata_blend, 0.0, 1.0)
-        check_choice("anchor", self.anchor, ANCHOR_CHOICES)
-        check_choice("anchor_update", self.anchor_update, ANCHOR_UPDATE_CHOICES)
-        if isinstance(self.anchor_rate, bool) or not (
-            isinstance(self.anchor_rate, int | float) and 0 < self.anchor_rate <= 1
-        ):
-            raise ValueError(f"anchor_rate must be in (0, 1], got {self.anchor_rate!r}")
-        check_positive("anchor_scale", self.anchor_scale)
-        check_int("anchor_window", self.anchor_window, 2)
+
+def dial_settings() -> dict[str, Setting]:
+    """Every Dial field and its Setting: the core's, then each registered estimator's own fields
+    in registration order; a core field gains the choices an estimator adds to it."""
+    out = dict(CORE_SETTINGS)
+    for est in ESTIMATORS.values():
+        for name, extra in est.choices.items():
+            out[name] = out[name].with_choices(extra)
+        out.update(est.fields)
+    return out
+
+
+class Dial:
+    """Every choice GRPO, Dr. GRPO, DAPO and the registered estimators (lambda-GRPO, Stratified
+    GRPO, HA-DW, ...) make about the group's rewards and the token losses, as independent
+    fields: a frozen value. Its fields are the core's and every registered estimator's
+    (`dial_settings`), so it is built from that table rather than declared as a dataclass whose
+    fields are fixed when this module loads. Each field is checked once, here, by its Setting;
+    then each active estimator's cross-field check runs."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **values: object) -> None:
+        settings = dial_settings()
+        unknown = [k for k in values if k not in settings]
+        if unknown:
+            raise ValueError(
+                f"unknown dial key {unknown[0]!r}; valid keys: {', '.join(('preset', *settings))}"
+            )
+        checked = {
+            name: spec.check(name, values.get(name, spec.default))
+            for name, spec in settings.items()
+        }
+        object.__setattr__(self, "_values", MappingProxyType(checked))
+        for est in ESTIMATORS.values():
+            if est.check is not None and (why := est.check(self)) is not None:
+                raise ValueError(why)
+
+    def __getattr__(self, name: str) -> object:
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(f"Dial has no field {name!r}") from None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a Dial is frozen; use dial.replace(field=value)")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dial) and dict(self._values) == dict(other._values)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._values.items(), key=lambda item: item[0])))
+
+    def __repr__(self) -> str:
+        return f"Dial({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def __reduce__(self) -> tuple:
+        return (_dial_from_dict, (dict(self._values),))
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields as plain values, in `dial_settings` order (what a job rebuilds it from)."""
+        return dict(self._values)
+
+    def replace(self, **changes: object) -> Dial:
+        """A new Dial with `changes` (checked like any other)."""
+        return Dial(**{**self._values, **changes})
+
+
+def _dial_from_dict(values: dict) -> Dial:
+    return Dial(**values)
+
+
+def group_estimator(dial: Dial) -> Dial:
+    """`dial` without its registered advantage estimators (each one's switch field back at its
+    default): the plain group advantage the std identity speaks about."""
+    settings = dial_settings()
+    off = {
+        est.switch: settings[est.switch].default
+        for est in ESTIMATORS.values()
+        if est.kind == "advantage" and est.active(dial)
+    }
+    return dial.replace(**off)
 
 
 class _Presets(Mapping):
@@ -232,7 +223,7 @@ def preset(name: str) -> Dial:
 def dial_from_config(cfg: Mapping) -> Dial:
     """{"preset": name, field: value, ...} -> the preset (default Dial()) with fields overridden;
     a mapping with keys of an arm's allocation too goes through read_arm instead."""
-    _check_keys(cfg, DIAL_KEYS)
+    _check_keys(cfg, dial_keys())
     return _dial(cfg)
 
 
@@ -247,71 +238,79 @@ def _check_keys(spec: Mapping, valid: tuple[str, ...]) -> None:
 def _dial(cfg: Mapping, max_new_tokens: int | None = None) -> Dial:
     """The preset with the entry's fields overridden, built (and range-checked) once."""
     base = preset(cfg["preset"]) if "preset" in cfg else Dial()
-    over = {k: v for k, v in cfg.items() if k in DIAL_KEYS and k != "preset"}
+    over = {k: v for k, v in cfg.items() if k != "preset" and k not in ARM_KEYS}
     constant = over.get("length_norm", base.length_norm) == "constant"
     if constant and over.get("max_length", base.max_length) is None and max_new_tokens is not None:
         over["max_length"] = int(max_new_tokens)
-    return replace(base, **over)
+    return base.replace(**over)
 
 
 @dataclass(frozen=True)
 class Allocation:
     """How many responses each prompt of a batch gets (grpo_dial.train.allocation)."""
 
-    scheme: Literal["uniform", "adaptive"] = _opt(
+    scheme: Literal["uniform", "adaptive"] = setting(
         "uniform",
         "'uniform': every prompt gets group_size responses. 'adaptive': the budget is split by "
-        "the closed forms on running pass-rate estimates (a dial's `group_size: adaptive`).",
+        "the closed forms on running pass-rate estimates (an arm's `group_size: adaptive`).",
+        choices=("uniform", "adaptive"),
     )
-    signal: Literal["grpo", "dr_grpo", "nonsilent"] = _opt(
+    signal: Literal["grpo", "dr_grpo", "nonsilent"] = setting(
         "grpo",
-        "What adaptive allocation maximizes per prompt: 'grpo' E[sigma], 'dr_grpo' "
-        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G.",
+        "What the split maximizes per prompt: 'grpo' E[sigma](p, G), 'dr_grpo' "
+        "p(1-p)(1-1/G), 'nonsilent' 1 - p^G - (1-p)^G (the chance the group is not silent).",
+        choices=("grpo", "dr_grpo", "nonsilent"),
     )
-    g_min: int = _opt(2, "Adaptive allocation: fewest responses of a sampled prompt.")
-    g_max: int = _opt(32, "Adaptive allocation: most responses of one prompt.")
-    unanimous: Literal["skip", "minimum"] = _opt(
+    g_min: int = setting(2, "Fewest responses of a sampled prompt.", kind=int, low=1)
+    g_max: int = setting(32, "Most responses of one prompt (at least g_min).", kind=int, low=1)
+    unanimous: Literal["skip", "minimum"] = setting(
         "minimum",
-        "Adaptive allocation of prompts estimated at p = 0 or 1: 'skip' (not sampled, so the "
+        "Prompts estimated at p = 0 or 1 (all evidence one-sided): 'skip' (not sampled, so the "
         "estimate never changes) or 'minimum' (g_min responses, so a change is noticed).",
+        choices=("skip", "minimum"),
     )
-    prior_strength: float = _opt(
+    prior_strength: float = setting(
         8.0,
         "Pseudo-responses of the base pass-rate table in each prompt's running estimate "
         "(at most the table's n).",
-    )
-    decay: float = _opt(
+        kind=float, low=0.0,
+    )  # fmt: skip
+    decay: float = setting(
         0.8,
-        "Running estimate: old counts are multiplied by this at each visit of the prompt "
-        "(memory ~ 1/(1-decay) visits); 1 keeps everything.",
-    )
+        "Old counts are multiplied by this at each visit of the prompt (memory ~ 1/(1-decay) "
+        "visits); 1 keeps everything.",
+        kind=float, low=0.0, low_open=True, high=1.0,
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        choices = {
-            "scheme": ("uniform", "adaptive"),
-            "signal": ("grpo", "dr_grpo", "nonsilent"),
-            "unanimous": ("skip", "minimum"),
-        }
-        for name, options in choices.items():
-            check_choice(name, getattr(self, name), options)
-        check_int("g_min", self.g_min, 1)
-        check_int("g_max", self.g_max, self.g_min)
-        check_at_least("prior_strength", self.prior_strength, 0.0)
-        if not (is_real(self.decay) and 0 < self.decay <= 1):
-            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
+        check_settings(self)
+        if self.g_max < self.g_min:
+            raise ValueError(f"g_max must be at least g_min = {self.g_min}, got {self.g_max!r}")
 
 
-DIAL_KEYS = ("preset", *(f.name for f in fields(Dial)))
-ALLOCATION_KEYS = ("group_size", "allocation", "backend")  # an arm's keys that are not the dial's
-# (backend: own | trl, read by grpo_dial.train.trl_dial.arm_backend)
-SETTING_KEYS = tuple(f.name for f in fields(Allocation) if f.name != "scheme")
+ALLOCATION_SETTINGS: Mapping[str, Setting] = MappingProxyType(dataclass_settings(Allocation))
+SETTING_KEYS = tuple(name for name in ALLOCATION_SETTINGS if name != "scheme")
+BACKEND_SETTING = Setting(
+    "own",
+    "This arm's training backend: own (the pipeline's trainer, every dial field) or trl (TRL's "
+    "GRPOTrainer; a field it cannot express is refused at DAG build). Default: train.backend.",
+    choices=BACKENDS,
+)
+ARM_KEYS = ("group_size", "allocation", "backend")  # an arm's keys beside its dial's fields
+
+
+def dial_keys() -> tuple[str, ...]:
+    """The keys of a dial entry: `preset` and every Dial field (registered estimators' too)."""
+    return ("preset", *dial_settings())
 
 
 class Arm(NamedTuple):
-    """One `dials.<name>` entry, resolved: the estimator's Dial and the sample Allocation."""
+    """One `dials.<name>` entry, resolved once: the estimator's Dial, the sample Allocation and
+    the backend that trains it (own | trl)."""
 
     dial: Dial
     allocation: Allocation
+    backend: str = "own"
 
 
 def _settings(settings: Mapping | None, where: str) -> dict:
@@ -326,19 +325,25 @@ def _settings(settings: Mapping | None, where: str) -> dict:
 
 
 def read_arm(
-    spec: Mapping, defaults: Mapping | None = None, *, max_new_tokens: int | None = None
+    spec: Mapping,
+    defaults: Mapping | None = None,
+    *,
+    max_new_tokens: int | None = None,
+    backend: str = "own",
 ) -> Arm:
     """The Arm of one `dials.<name>` entry, every key checked here; `defaults` is
-    `train.allocation`. An entry is a dial (a preset plus any Dial field) and, beside it, how
-    the arm spreads its samples over prompts:
+    `train.allocation`, `backend` is train.backend. An entry is a dial (a preset plus any Dial
+    field) and, beside it, how the arm spreads its samples over prompts and what trains it:
 
         grpo:          {preset: grpo}
         grpo_adaptive: {preset: grpo, group_size: adaptive, allocation: {g_max: 8}}
+        grpo_trl:      {preset: grpo, std_ddof: 1, eps: 0.0001, backend: trl}
 
     `group_size` (uniform | adaptive) is Allocation.scheme; `allocation` overrides `defaults` key
-    by key. A dial with Dr. GRPO's constant normalizer and no max_length divides by
-    max_new_tokens (the generation limit, TRL's max_completion_length) when it is given."""
-    _check_keys(spec, (*DIAL_KEYS, *ALLOCATION_KEYS))
+    by key; `backend` overrides the default. A dial with Dr. GRPO's constant normalizer and no
+    max_length divides by max_new_tokens (the generation limit, TRL's max_completion_length)
+    when it is given."""
+    _check_keys(spec, (*dial_keys(), *ARM_KEYS))
     dial = _dial(spec, max_new_tokens)
     allocation = Allocation(
         scheme=spec.get("group_size", "uniform"),
@@ -347,14 +352,22 @@ def read_arm(
             **_settings(spec.get("allocation"), "dial allocation"),
         },
     )
-    return Arm(dial, allocation)
+    return Arm(dial, allocation, BACKEND_SETTING.check("backend", spec.get("backend", backend)))
 
 
 def arm_fields(arm: Arm) -> dict:
     """The resolved fields a job rebuilds its Arm from (`arm_from_fields`), plain values only."""
-    return {"dial": asdict(arm.dial), "allocation": asdict(arm.allocation)}
+    return {
+        "dial": arm.dial.as_dict(),
+        "allocation": asdict(arm.allocation),
+        "backend": arm.backend,
+    }
 
 
 def arm_from_fields(resolved: Mapping) -> Arm:
-    """An Arm from `arm_fields`: each dataclass runs its own checks once, nothing is re-read."""
-    return Arm(Dial(**resolved["dial"]), Allocation(**resolved["allocation"]))
+    """An Arm from `arm_fields`: each field checked once by its Setting, nothing is re-read."""
+    return Arm(
+        Dial(**resolved["dial"]),
+        Allocation(**resolved["allocation"]),
+        BACKEND_SETTING.check("backend", resolved.get("backend", "own")),
+    )

@@ -1,20 +1,24 @@
-"""The estimator registry: every fix beyond the group advantage, one registered function each.
+"""The estimator registry: every fix beyond the group advantage, one registered entry each.
 
 As in verl's `register_adv_est`: `@register_estimator(name, ...)` puts a function in one dict
-(a duplicate name fails loudly, an unknown one lists the valid names). An estimator owns some
-Dial fields, is `active` on a dial when those fields say so, and is one of two kinds:
+(a duplicate name fails loudly, an unknown one lists the valid names). An entry owns everything
+the pipeline knows of its estimator, so a new one touches this module alone:
 
+- its Dial fields (`fields`: name -> core.settings.Setting; the Dial, the config schema's
+  `dials` block and the docs read them) and any value it adds to a core field (`choices`, e.g.
+  lambda-GRPO's length_norm 'lambda'); `check` refuses a combination of fields in one line;
+- `active`: whether a dial uses it; `switch`: the field that switches it on (refusals name it);
+- its kind and function:
     advantage: fn(adv, stats, dial, regroup, **needs) -> adv, applied in registration order
                after A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power;
                regroup(cell) is that same formula over any finer grouping (N,) of the batch.
     weights:   fn(dial) -> (mask, group_ids=None, lam=None) -> token weights (B, T).
-
-What reads the registry: the Dial's presets (`preset`: the recipe of the same name), the config
-schema (the preset enum), the trainer's context gathering (`needs`: the inputs it gathers per
-batch, grpo_dial.train.estimator), the DAG (`columns`: what the steps table logs, so the
-estimators figure is drawn) and the arms' display names (`label`, added to
-grpo_dial.core.arm_names, which the summary and the figures read). Adding a variant is its Dial
-fields plus one registered function here.
+- `needs`: the per-batch inputs the trainer gathers for it (grpo_dial.train.estimator);
+- its steps-table columns and `log(dial, inputs, batch) -> {column: value}` (NaN for an arm
+  that does not use it), so the training log and the estimators figure follow the registry;
+- `backends`: the training engines that express it; any other refuses it by name (`why_not`);
+- `preset`: the Dial fields of the recipe named `name`; `label`: its display name
+  (core.arm_names, read by the summary and the figure stages).
 
 Standard library at import: torch is imported inside the functions, so the DAG build and the
 dial's checks read the registry without it.
@@ -22,11 +26,14 @@ dial's checks read the registry without it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_dial.core.arm_names import add_arm_name, arm_name
+from grpo_dial.core.difficulty_anchor import FORMS
+from grpo_dial.core.settings import Setting
 
 KINDS = ("advantage", "weights")
 
@@ -38,11 +45,17 @@ class Estimator:
     name: str
     label: str  # its display name: core.arm_names' entry
     kind: str  # 'advantage' or 'weights'
-    fields: tuple[str, ...]  # the Dial fields it owns
+    fields: Mapping[str, Setting]  # the Dial fields it owns
     active: Callable[[Any], bool]  # dial -> whether this dial uses it
     function: Callable
+    switch: str  # the field that switches it on (named by a backend's refusal)
+    choices: Mapping[str, tuple] = field(default_factory=dict)  # values added to core fields
+    check: Callable[[Any], str | None] | None = None  # dial -> why its fields clash, or None
     needs: tuple[str, ...] = ()  # per-batch inputs the trainer gathers (train.estimator)
     columns: tuple[str, ...] = ()  # steps-table columns it logs (the estimators figure)
+    log: Callable[..., Mapping[str, float]] | None = None  # (dial, inputs, batch) -> columns
+    backends: tuple[str, ...] = ("own",)  # the training engines that express it
+    why_not: str = ""  # why the others cannot (their refusal line)
     preset: Mapping[str, object] | None = None  # Dial fields of the recipe named `name`
 
 
@@ -54,29 +67,50 @@ def register_estimator(
     *,
     label: str | None = None,
     kind: str,
-    fields: tuple[str, ...],
+    fields: Mapping[str, Setting],
     active: Callable[[Any], bool],
+    switch: str | None = None,
+    choices: Mapping[str, tuple] | None = None,
+    check: Callable[[Any], str | None] | None = None,
     needs: tuple[str, ...] = (),
     columns: tuple[str, ...] = (),
+    log: Callable[..., Mapping[str, float]] | None = None,
+    backends: tuple[str, ...] = ("own",),
+    why_not: str = "",
     preset: Mapping[str, object] | None = None,
 ) -> Callable[[Callable], Callable]:
-    """Decorator: register `function` as estimator `name` (a name registered twice raises);
-    `label`, its display name, goes to core.arm_names (None: the name that table has)."""
+    """Decorator: register `function` as estimator `name` (a name or field registered twice
+    raises); `label`, its display name, goes to core.arm_names (None: the name that table has);
+    `switch` defaults to its first field."""
     if kind not in KINDS:
         raise ValueError(f"estimator kind {kind!r} is not valid; choose one of {', '.join(KINDS)}")
+    if columns and log is None:
+        raise ValueError(f"estimator {name!r} logs columns {columns} but has no log function")
 
     def decorate(function: Callable) -> Callable:
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
+        owned = {f: e.name for e in ESTIMATORS.values() for f in e.fields}
+        if clash := [f for f in fields if f in owned]:
+            raise ValueError(f"dial field {clash[0]!r} is already owned by {owned[clash[0]]!r}")
         if label is not None:
             add_arm_name(name, label)
         ESTIMATORS[name] = Estimator(
-            name, arm_name(name), kind, tuple(fields), active, function, tuple(needs),
-            tuple(columns), None if preset is None else dict(preset),
+            name=name, label=arm_name(name), kind=kind, fields=dict(fields), active=active,
+            function=function, switch=switch or next(iter(fields)), choices=dict(choices or {}),
+            check=check, needs=tuple(needs), columns=tuple(columns), log=log,
+            backends=tuple(backends), why_not=why_not,
+            preset=None if preset is None else dict(preset),
         )  # fmt: skip
         return function
 
     return decorate
+
+
+def unregister_estimator(name: str) -> None:
+    """Remove estimator `name` (a test's toy, or a plugin withdrawn); unknown names raise."""
+    get_estimator(name)
+    del ESTIMATORS[name]
 
 
 def get_estimator(name: str) -> Estimator:
@@ -93,17 +127,79 @@ def active_estimators(dial: Any, kind: str | None = None) -> list[Estimator]:
     ]
 
 
+def log_columns() -> tuple[str, ...]:
+    """Every registered estimator's steps-table columns, in registration order."""
+    return tuple(c for e in ESTIMATORS.values() for c in e.columns)
+
+
+def logged_values(dial: Any, inputs: Mapping[str, object], batch: Any) -> dict[str, float]:
+    """One step's value of every `log_columns` column: each active estimator's `log` on the
+    inputs gathered for it (and `lambda`, the step's lambda), NaN for the others."""
+    out = dict.fromkeys(log_columns(), math.nan)
+    for est in active_estimators(dial):
+        if est.log is not None:
+            out.update({c: float(v) for c, v in est.log(dial, inputs, batch).items()})
+    return out
+
+
+def refusal(dial: Any, backend: str) -> tuple[str, str] | None:
+    """(field, why) for the first active estimator `backend` cannot express, else None."""
+    for est in active_estimators(dial):
+        if backend not in est.backends:
+            why = est.why_not or f"it has no {est.label}"
+            return est.switch, f"{est.switch} = {getattr(dial, est.switch)!r}: {why}"
+    return None
+
+
 # ------------------------------------------------------------------------ the three fixes
+
+
+def _lambda_clash(dial: Any) -> str | None:
+    if dial.lambda_learnable and dial.length_norm != "lambda":
+        return "lambda_learnable needs length_norm='lambda'"
+    return None
 
 
 @register_estimator(
     "lambda_grpo",
     kind="weights",
-    fields=("length_norm", "lambda_value", "lambda_learnable", "lambda_r", "lambda_lr"),
+    fields={
+        "lambda_value": Setting(
+            0.0,
+            "lambda of length_norm='lambda': fixed, or the start when lambda_learnable. 0 is "
+            "exactly DAPO's token mean; > 0 weights responses longer than their group's mean up, "
+            "< 0 down.",
+            kind=float,
+        ),
+        "lambda_learnable": Setting(
+            False,
+            "lambda-GRPO: lambda is a scalar parameter trained with the policy (its own learning "
+            "rate lambda_lr, same optimizer), logged per step; false keeps lambda_value fixed.",
+            kind=bool,
+        ),
+        "lambda_r": Setting(
+            1 / 9,
+            "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z; 1/9 is the "
+            "paper's r (arXiv 2510.06870), 0.25 this project's earlier default. |z| <= "
+            "sqrt(G - 1) in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (1/9: G <= 81); a "
+            "smaller h is floored at 1e-3.",
+            kind=float, low=0.0, low_open=True,
+        ),
+        "lambda_lr": Setting(
+            0.01,
+            "Learning rate of a learnable lambda (AdamW moves it by about this much per update).",
+            kind=float, low=0.0, low_open=True,
+        ),
+    },
+    choices={"length_norm": ("lambda",)},
+    switch="length_norm",
+    check=_lambda_clash,
     active=lambda dial: dial.length_norm == "lambda",
     columns=("lambda",),
+    log=lambda dial, inputs, batch: {"lambda": inputs["lambda"]},
+    why_not="TRL has no length-weighted token mean",
     preset={"length_norm": "lambda", "lambda_learnable": True},
-)
+)  # fmt: skip
 def lambda_token_weights(dial: Any) -> Callable:
     """lambda-GRPO (arXiv 2510.06870): the token mean with each response weighted by a softmax
     of its group-standardized length to the power lambda (core.token_weights.lambda_weights);
@@ -119,15 +215,46 @@ def lambda_token_weights(dial: Any) -> Callable:
     return weights
 
 
+def _strata_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
+    """The batch's (group, stratum) cells and the groups split into more than one stratum."""
+    import torch
+
+    strata = inputs["strata"]
+    if not len(strata):
+        return {"strata_cells": math.nan, "strata_split_groups": math.nan}
+    cells = torch.unique(torch.stack([batch.group_ids, strata.to(batch.group_ids)]), dim=1)
+    per_group = torch.unique(cells[0], return_counts=True)[1]  # (M,) strata in each group
+    return {"strata_cells": cells.shape[1], "strata_split_groups": (per_group > 1).sum()}
+
+
 @register_estimator(
     "stratified_grpo",
     kind="advantage",
-    fields=("strata", "strata_blend"),
+    fields={
+        "strata": Setting(
+            None,
+            "Stratified advantage normalization (Stratified GRPO, arXiv 2510.06214): a stratum "
+            "key per response; advantages are computed within each stratum of a group. "
+            "'truncated' and 'length_bucket' (above the group's mean length) exist for every "
+            "task; a task may add its own (the arithmetic task with tail_checks > 0: "
+            "'check_lines'). None: off.",
+            kind=str, nullable=True,
+        ),
+        "strata_blend": Setting(
+            1.0,
+            "beta in [0,1]: A = beta A_stratum + (1 - beta) A_group; 1 = pure stratified "
+            "normalization, 0 = the group estimator. The paper blends for finite-sample "
+            "stability.",
+            kind=float, low=0.0, high=1.0,
+        ),
+    },
     active=lambda dial: dial.strata is not None,
     needs=("strata",),
-    columns=("strata_split_groups",),
+    columns=("strata_cells", "strata_split_groups"),
+    log=_strata_log,
+    why_not="TRL normalizes within whole groups only",
     preset={"strata": "truncated", "strata_blend": 0.5},
-)
+)  # fmt: skip
 def stratified(adv, stats, dial, regroup, strata=None):
     """Stratified GRPO (arXiv 2510.06214): A <- beta A^(s) + (1 - beta) A, A^(s) the group
     formula within the response's stratum of its group. strata: (N,) integer per response."""
@@ -154,15 +281,61 @@ def hadw_weights(adv, p_hat, anchor, scale: float = 1.0):
     return scale * torch.exp(-torch.sign(adv) * (p_hat - anchor))
 
 
+def _anchor_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
+    """C of the step: the batch anchor, or the mean over groups of the prompts' anchors."""
+    import torch
+
+    return {"anchor": torch.as_tensor(inputs["anchor"], dtype=torch.float64).mean()}
+
+
 @register_estimator(
     "hadw_grpo",
     kind="advantage",
-    fields=("anchor", "anchor_update", "anchor_rate", "anchor_scale", "anchor_window"),
+    fields={
+        "anchor": Setting(
+            "none",
+            "HA-DW (arXiv 2601.08521): reweight A by Phi = anchor_scale exp(-sgn(A)(p_hat - C)), "
+            "boosting correct answers on prompts harder than the anchor C. 'batch': C is the "
+            "paper's cross-batch anchor of the policy's accuracy; 'prompt': C is the prompt's "
+            "running pass rate (the adaptive arm's tracker). 'none': off.",
+            choices=("none", "batch", "prompt"),
+        ),
+        "anchor_update": Setting(
+            "paper",
+            "How the batch anchor follows the accuracy (core.difficulty_anchor): 'paper' (Eqs. "
+            "8-11: eta_t = eta sigma_t, sigma_t the std of the previous m beliefs, the running "
+            "mean of the accuracies as warm-up for the first m steps), 'released' (the authors' "
+            "code: the mean of the last m batch accuracies, the current one included), "
+            "'batch_std' (this project's earlier reading: sigma_t over the last m accuracies).",
+            choices=FORMS,
+        ),
+        "anchor_rate": Setting(
+            0.1,
+            "eta in (0, 1] of the batch anchor's update C <- (1 - eta_t) C + eta_t y_t, eta_t = "
+            "eta sigma_t ('paper', 'batch_std'; unused by 'released').",
+            kind=float, low=0.0, low_open=True, high=1.0,
+        ),
+        "anchor_scale": Setting(
+            1.5,
+            "lambda_scale > 0 of HA-DW's Phi: 1.5, the paper's best (its Table 7: 48.7 at "
+            "1.3-1.5 against 47.4 at 1.0) and the value the authors' code hard-codes; 1.0 is the "
+            "unscaled Phi.",
+            kind=float, low=0.0, low_open=True,
+        ),
+        "anchor_window": Setting(
+            8,
+            "m >= 2: the beliefs in sigma_t ('paper'), the batch accuracies averaged "
+            "('released', 10 in the authors' code) or in sigma_t ('batch_std').",
+            kind=int, low=2,
+        ),
+    },
     active=lambda dial: dial.anchor != "none",
     needs=("anchor",),
     columns=("anchor",),
+    log=_anchor_log,
+    why_not="TRL keeps no difficulty anchor between steps",
     preset={"anchor": "batch"},
-)
+)  # fmt: skip
 def hadw(adv, stats, dial, regroup, anchor=None):
     """HA-DW (arXiv 2601.08521): A <- Phi A, Phi = s exp(-sgn(r - mean_g)(p_hat_g - C_g));
     p_hat_g = mean_g, the group's accuracy. anchor: C, a float or (M,) per group (sorted ids).

@@ -1,27 +1,36 @@
-"""The config's arms, each `dials.<name>` entry resolved once (grpo_dial.core.dial.read_arm),
-and what the DAG derives from them: the fields each job rebuilds its arm from, the arms whose
-estimator keeps per-step state, and each adaptive arm's uniform twin.
+"""The config's arms, each `dials.<name>` entry resolved once (grpo_dial.core.dial.read_arm:
+its Dial, its Allocation and its backend), and what the DAG derives from them: the fields each
+job rebuilds its arm from, the arms whose estimator keeps per-step state, and each adaptive arm's
+uniform twin. Nothing outside grpo_dial.dag reads `config["dials"]`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from grpo_dial.core.dial import Arm, arm_fields, read_arm
+from grpo_dial.core.dial import Allocation, Arm, arm_fields, read_arm
 from grpo_dial.core.estimators import active_estimators
 from grpo_dial.dag import fail
 from grpo_dial.dag.inputs import note
 
 
 def resolve_arms(config: Mapping) -> dict[str, Arm]:
-    """Every arm of `dials`, read with train.allocation's defaults and the generation limit."""
+    """Every arm of `dials`, read with train.allocation's defaults, the generation limit and
+    train.backend; train.allocation is checked on its own first, so a problem there is blamed
+    on it rather than on the first arm."""
+    train = config["train"]
+    try:
+        Allocation(**train.get("allocation", {}))
+    except (TypeError, ValueError) as error:
+        fail("train.allocation", str(error))
     arms = {}
     for name, spec in config["dials"].items():
         try:
             arms[name] = read_arm(
                 spec,
-                config["train"]["allocation"],
-                max_new_tokens=config["train"]["max_new_tokens"],
+                train["allocation"],
+                max_new_tokens=train["max_new_tokens"],
+                backend=train.get("backend", "own"),
             )
         except ValueError as error:
             fail(f"dials.{name}", str(error))

@@ -166,10 +166,10 @@ def task_inputs(task: Mapping) -> dict[str, str]:
 
 def check_strata(keyed: Mapping[str, str], task: Mapping) -> None:
     """Each arm's stratum key (arm name -> key) must be one the task gives every response."""
-    from grpo_dial.data.tasks import get_task, stratum_error  # no torch
+    from grpo_dial.data.tasks import stratum_error, task_from_spec  # no torch
 
     if keyed:
-        built = get_task(task["name"], **task["options"])
+        built = task_from_spec(task)
         for name, key in keyed.items():
             if (why := stratum_error(built, key)) is not None:
                 fail(f"dials.{name}.strata", why)

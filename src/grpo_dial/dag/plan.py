@@ -1,7 +1,11 @@
-"""Everything the rules read, decided once at DAG build from a validated config (`build_plan`).
+"""Everything the rules read, decided once at DAG build: the config's one door (`open_plan`).
 
-The order of the checks is the order a user fixes a config in: folders and public data, the
-pass-rate tables, the base model, the task and its strata, the arms, then the optional analyses.
+`open_plan` reads the schema once (its dial part generated from the fields' one definition,
+grpo_dial.dag.schema), checks the config files and values the schema cannot see
+(grpo_dial.dag.config_checks), validates and fills the defaults, then `build_plan` checks every
+input and arm and derives the DAG's lists. The order of the checks is the order a user fixes a
+config in: files and values, the schema, folders and public data, the pass-rate tables, the base
+model, the task and its strata, the arms, then the optional analyses.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ from pathlib import Path
 from grpo_dial.core.dial import Arm
 from grpo_dial.dag import ConfigError, fail
 from grpo_dial.dag import arms as arm_checks
+from grpo_dial.dag.config_checks import config_problems
 from grpo_dial.dag.inputs import POLICY_TABLE, Inputs, check_strata, task, task_inputs
+from grpo_dial.dag.schema import config_error, read_schema
 from grpo_dial.data.sources import hub_model_id, missing_path
-from grpo_dial.train.trl_dial import arm_backend, backend_error
+from grpo_dial.train.trl_dial import backend_error
+
+SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"  # under the repository
 
 # Workflow-only keys of a section, never handed to the library dataclass the section feeds.
 TRAIN_WORKFLOW_KEYS = ("seeds", "lr_match", "threads", "allocation", "backend", "trl")
@@ -46,6 +54,8 @@ class Plan:
     real_length_inputs: dict
     dapo_curve: str | None
     channel_enabled: bool
+    aware_enabled: bool  # task aware: the aware-tail study (aware.smk)
+    aware_bridge: bool  # and math_cot's real responses beside it
     runs_external: list
 
 
@@ -109,8 +119,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     base_model = _base_model(config, inputs, policy_enabled)
     the_task = task(config, inputs)
     arms = arm_checks.resolve_arms(config)
-    backends = {name: arm_backend(spec, config["train"]) for name, spec in config["dials"].items()}
-    if (why := backend_error(arms, backends, config["train"]["max_new_tokens"])) is not None:
+    if (why := backend_error(arms, config["train"]["max_new_tokens"])) is not None:
         raise ConfigError(why)  # a dial the trl backend cannot express
     check_strata({n: a.dial.strata for n, a in arms.items() if a.dial.strata}, the_task)
     if config["train"]["lr_match"]["enabled"]:
@@ -135,6 +144,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     )
     if channel_enabled:
         arm_checks.check_reference("channel.reference", config["channel"]["reference"], arms)
+    aware = policy_enabled and config["task"]["name"] == "aware"
     pairs = arm_checks.allocation_pairs(arms) if policy_enabled else {}
     runs_external = [
         name
@@ -157,7 +167,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
         task_inputs=task_inputs(the_task),
         arms=arms,
         arm_fields=arm_checks.job_fields(arms),
-        backends=backends,
+        backends={name: arm.backend for name, arm in arms.items()},
         runs=[[name, seed] for name in arms for seed in seeds],
         stateful_arms=[name for name, arm in arms.items() if arm_checks.stateful(arm)],
         allocation_pairs=pairs,
@@ -167,8 +177,22 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
         real_length_inputs=real_inputs,
         dapo_curve=dapo_curve,
         channel_enabled=channel_enabled,
+        aware_enabled=aware,
+        aware_bridge=aware and "math_cot" in real_inputs,  # 8 samples of one model per prompt
         runs_external=runs_external,
     )
+
+
+def open_plan(config: dict, configfiles: list, repo: Path, workdir: Path) -> Plan:
+    """The config's one door at DAG build: the schema read once, the config files and values
+    checked, the schema validated (defaults filled into `config` in place), then `build_plan`.
+    Raises ConfigError with one line naming the key or file of the first problem."""
+    schema = read_schema(Path(repo) / SCHEMA)
+    if (problem := config_problems(config, configfiles, schema)) is not None:
+        raise ConfigError(problem)  # before the schema: duplicate keys, '1e-4' read as text, ...
+    if (problem := config_error(config, schema)) is not None:
+        raise ConfigError(problem)
+    return build_plan(config, Path(repo), Path(workdir))
 
 
 def section(values: Mapping, skip: tuple[str, ...]) -> dict:

@@ -13,7 +13,13 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from grpo_dial.core.dial import PRESETS
+from grpo_dial.core.dial import (
+    ALLOCATION_SETTINGS,
+    BACKEND_SETTING,
+    PRESETS,
+    SETTING_KEYS,
+    dial_settings,
+)
 from grpo_dial.dag import ConfigError
 
 
@@ -30,12 +36,47 @@ def _with_defaults(validator_class: type) -> type:
     return jsonschema.validators.extend(validator_class, {"properties": fill_then_check})
 
 
+def allocation_schema(*, with_defaults: bool) -> dict:
+    """The schema of an allocation mapping (train.allocation with its defaults; an arm's own
+    `allocation` without), from core.dial.Allocation's field settings."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            name: ALLOCATION_SETTINGS[name].json_schema(with_default=with_defaults)
+            for name in SETTING_KEYS
+        },
+    }
+
+
+def dial_entry_schema() -> dict:
+    """The schema of one `dials.<name>` entry, generated from the one definition of each field:
+    the recipes (core.dial.PRESETS), every Dial field (the core's and each registered
+    estimator's, core.dial.dial_settings), and the arm's backend, group_size and allocation."""
+    scheme = ALLOCATION_SETTINGS["scheme"]
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "preset": {"enum": list(PRESETS), "description": "The recipe the entry starts from."},
+            **{name: spec.json_schema() for name, spec in dial_settings().items()},
+            "backend": BACKEND_SETTING.json_schema(),
+            "group_size": {"enum": list(scheme.choices), "description": scheme.help},
+            "allocation": {
+                **allocation_schema(with_defaults=False),
+                "description": "Overrides of train.allocation for this arm.",
+            },
+        },
+    }
+
+
 def read_schema(path: str | Path) -> dict:
-    """The JSON schema of the config (YAML, safe loader), its dial `preset` enum the live list
-    of recipes (core.dial.PRESETS: a registered estimator's recipe is a preset)."""
+    """The JSON schema of the config (YAML, safe loader) with its generated parts: a dial
+    entry's properties and train.allocation's (`dial_entry_schema`, `allocation_schema`)."""
     schema = yaml.safe_load(Path(path).read_text())
-    dial = schema["properties"]["dials"]["additionalProperties"]["properties"]
-    dial["preset"]["enum"] = list(PRESETS)
+    schema["properties"]["dials"]["additionalProperties"] = dial_entry_schema()
+    allocation = schema["properties"]["train"]["properties"]["allocation"]
+    allocation.update(allocation_schema(with_defaults=True))
     return schema
 
 

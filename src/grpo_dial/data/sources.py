@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name, not a path
@@ -95,3 +96,9 @@ def hub_failure(hub: str, error: BaseException) -> str:
     offline = hub_offline()
     where = f" ({offline} is set: only the local Hugging Face cache is read)" if offline else ""
     return f"could not load hub id {hub!r}{where}: {type(error).__name__}: {first}"
+
+
+def base_model_path(input: Mapping, params: Mapping) -> str:
+    """The base model a policy job loads: the directory it took as input (built or local), else
+    the configured model (a hub id, which the job's input leaves empty)."""
+    return str(input["model"]) if input.get("model") else str(params["model"])

@@ -56,7 +56,7 @@ def run_key(config: TrainConfig, dial: Dial, pool, heldout, base) -> dict:
         json.dumps(
             {
                 "config": config.resume_key(),
-                "dial": asdict(dial),
+                "dial": dial.as_dict(),
                 "prompts": hashlib.sha1(ids).hexdigest(),
                 "base_model": checkpoint.model_fingerprint(base),
                 "trl": trl.__version__,

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from grpo_dial.data.sources import base_model_path
+
 JOB = "trl_job.json"
 
 
@@ -36,21 +38,20 @@ def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB
     return " ".join([*parts, f"-m grpo_dial.external.trl_launch {job}"])
 
 
-def job_gpus(arm: Mapping, train: Mapping, device: str) -> int:
-    """GPUs the train job of `arm` asks its profile for: train.trl.gpus for a trl arm on CUDA,
-    else 1 on CUDA and 0 on the CPU."""
+def job_gpus(backend: str, train: Mapping, device: str) -> int:
+    """GPUs a train job of an arm on `backend` (its resolved backend, grpo_dial.dag.plan)
+    asks its profile for: train.trl.gpus for a trl arm on CUDA, else 1 on CUDA, 0 on the CPU."""
     if not str(device).startswith("cuda"):
         return 0
-    backend = arm.get("backend", train.get("backend", "own"))
     return int(train.get("trl", {}).get("gpus", 1)) if backend == "trl" else 1
 
 
-def job_note(name: str, arm: Mapping, train: Mapping, device: str) -> str | None:
+def job_note(name: str, backend: str, train: Mapping, device: str) -> str | None:
     """One line for a trl arm's train jobs (printed at DAG build): GPUs and launch command;
     None for an own-backend arm."""
-    if arm.get("backend", train.get("backend", "own")) != "trl":
+    if backend != "trl":
         return None
-    gpus = job_gpus(arm, train, device)
+    gpus = job_gpus(backend, train, device)
     where = f"{gpus} GPU{'s' if gpus > 1 else ''} (gpu={gpus})" if gpus else "the CPU"
     seeds = ", ".join(map(str, train.get("seeds", [])))
     return (
@@ -61,23 +62,22 @@ def job_note(name: str, arm: Mapping, train: Mapping, device: str) -> str | None
 
 def run_trl(input: Mapping, output: Mapping, params: Mapping, dial, config, pass_rates) -> None:
     """The train rule's trl backend (grpo_dial.stages.policy.train hands over here)."""
+    from grpo_dial.data.tasks import task_from_spec
     from grpo_dial.external.trl_backend import trl_train
 
     trl = dict(params.get("trl") or {})
-    base = str(input["model"]) if "model" in input else str(params["model"])
+    base = base_model_path(input, params)
     task = params["task"]
     checkpoint_dir = Path(params["checkpoint_dir"])
     if not str(config.device).startswith("cuda") or int(trl.get("gpus", 1)) <= 1:
-        from grpo_dial.data.tasks import get_task
-
         return trl_train(
-            base, get_task(task["name"], **task.get("options", {})), dial, config, dict(output),
-            checkpoint_dir, pass_rates, trl,
+            base, task_from_spec(task), dial, config, dict(output), checkpoint_dir, pass_rates,
+            trl,
         )  # fmt: skip
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     job = checkpoint_dir / JOB
     spec = {
-        "base": base, "task": task, "dial": asdict(dial), "config": asdict(config),
+        "base": base, "task": task, "dial": dial.as_dict(), "config": asdict(config),
         "outputs": {k: str(v) for k, v in output.items()}, "checkpoint_dir": str(checkpoint_dir),
         "passrates": str(input["passrates"]) if "passrates" in input else None, "trl": trl,
     }  # fmt: skip
@@ -94,7 +94,7 @@ def _main(job: str) -> None:
     from dataclasses import replace
 
     from grpo_dial.core.dial import Dial
-    from grpo_dial.data.tasks import get_task
+    from grpo_dial.data.tasks import task_from_spec
     from grpo_dial.external.trl_backend import trl_train
     from grpo_dial.train.config import Allocation, TrainConfig
 
@@ -108,7 +108,7 @@ def _main(job: str) -> None:
         from grpo_dial.passrates.tables import read_passrates
 
         pass_rates = read_passrates(spec["passrates"])
-    task = get_task(spec["task"]["name"], **spec["task"].get("options", {}))
+    task = task_from_spec(spec["task"])
     trl_train(
         spec["base"], task, Dial(**spec["dial"]), config, spec["outputs"],
         spec["checkpoint_dir"], pass_rates, spec["trl"],

@@ -9,9 +9,9 @@ there); this module renames and derives:
 
     responses  records.RESPONSE_COLUMNS: every completion, group numbers per step, trained True
                (TRL trains every group, silent ones with A = 0), resample_round 0
-    steps      records.STEP_COLUMNS: records.step_stats of the step's completions, loss /
+    steps      records.step_columns(): records.step_stats of the step's completions, loss /
                grad_norm / lr / kl from TRL's log_history, wall seconds from the run's callback;
-               lambda, anchor, strata_* NaN (refused dial fields), checker_* 0
+               every registered estimator's column NaN (the backend refuses them), checker_* 0
     mass       records.group_mass and mass_chunk of the step's groups, banded as the own run
     allocation one row per group: G = num_generations, p_estimate NaN (no running tracker)
 """
@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from grpo_dial.core.dial import Dial
+from grpo_dial.core.estimators import log_columns
 from grpo_dial.train import records as rec
 
 # logged by the reward function (log_extra)
@@ -119,10 +120,7 @@ def run_tables(
                 "checker_errors": 0,
                 "checker_crashes": 0,
                 "checker_bad_references": 0,
-                "lambda": math.nan,
-                "anchor": math.nan,
-                "strata_cells": math.nan,
-                "strata_split_groups": math.nan,
+                **dict.fromkeys(log_columns(), math.nan),  # the trl backend refuses them all
             }
         )
         ids, m = rec.group_mass(rewards, gid, dial)  # (M,), (M,)
@@ -145,7 +143,7 @@ def run_tables(
         )
     frames = rec.to_frames({"mass": mass}, {"mass": rec.MASS_COLUMNS})
     return {
-        "steps": pd.DataFrame(steps, columns=list(rec.STEP_COLUMNS)),
+        "steps": pd.DataFrame(steps, columns=list(rec.step_columns())),
         "mass": frames["mass"],
         "allocation": pd.concat(allocation, ignore_index=True)[list(rec.ALLOCATION_COLUMNS)]
         if allocation

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_dial.data.sources import base_model_path
 from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
@@ -32,17 +33,10 @@ def _prepare_job(params: Mapping) -> Mapping:
     return params
 
 
-def base_model_path(input: Mapping, params: Mapping) -> str:
-    """The model directory the job took as input (built or local), else the configured hub id;
-    a rule's `model` input is empty for a hub id."""
-    return str(input["model"]) if input.get("model") else str(params["model"])
-
-
 def _task(params: Mapping):
-    from grpo_dial.data.tasks import get_task
+    from grpo_dial.data.tasks import task_from_spec
 
-    spec = params["task"]
-    return get_task(spec["name"], **spec.get("options", {}))
+    return task_from_spec(params["task"])
 
 
 def warm_start(input: Mapping, output: Mapping, params: Mapping) -> None:
@@ -105,8 +99,9 @@ def estimate_pass_rates(input: Mapping, output: Mapping, params: Mapping) -> Non
 
 
 def _arm(params: Mapping, lr_scale: float = 1.0):
-    """(Dial, TrainConfig) of the rule's arm: its resolved fields (grpo_dial.core.dial.read_arm
-    ran at DAG build), the train section, and the pool the pass rates were estimated on."""
+    """(Arm, TrainConfig) of the rule's arm: its resolved fields (grpo_dial.core.dial.read_arm
+    ran at DAG build; rebuilt here with one check per field), the train section, and the pool
+    the pass rates were estimated on; the config carries the arm's allocation."""
     from dataclasses import replace
 
     from grpo_dial.core.dial import arm_from_fields
@@ -121,8 +116,8 @@ def _arm(params: Mapping, lr_scale: float = 1.0):
         device=params["device"],
         lr_scale=lr_scale,
     )
-    dial, allocation = arm_from_fields(params["arm"])
-    return dial, replace(config, allocation=allocation)
+    arm = arm_from_fields(params["arm"])
+    return arm, replace(config, allocation=arm.allocation)
 
 
 def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
@@ -139,8 +134,8 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
         dtype="float32",
         attn_implementation=params.get("attn_implementation", "sdpa"),
     )
-    dial, config = _arm(params)
-    norm = calibration_update_norm(model, tokenizer, task, dial, config)
+    arm, config = _arm(params)
+    norm = calibration_update_norm(model, tokenizer, task, arm.dial, config)
     log.info("update norm of one step on the calibration batch: %.4g", norm)
     write_table(pd.DataFrame({"update_norm": [norm]}), output["calibration"])
 
@@ -166,16 +161,16 @@ def train(input: Mapping, output: Mapping, params: Mapping) -> None:
         log.info(
             "learning-rate matching: factor %.4g (reference %.4g, arm %.4g)", scale, reference, arm
         )
-    dial, config = _arm(params, lr_scale=scale)
+    arm, config = _arm(params, lr_scale=scale)
     pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
-    if params.get("backend", "own") == "trl":
+    if arm.backend == "trl":
         from grpo_dial.external.trl_launch import run_trl  # TRL's GRPOTrainer: docs/backends.md
 
-        return run_trl(input, output, params, dial, config, pass_rates)
+        return run_trl(input, output, params, arm.dial, config, pass_rates)
     train_run(
         base_model_path(input, params),
         _task(params),
-        dial,
+        arm.dial,
         config,
         outputs=dict(output),
         checkpoint_dir=Path(params["checkpoint_dir"]),

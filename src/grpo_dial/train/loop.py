@@ -28,7 +28,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -76,19 +75,22 @@ __all__ = [
     "lr_match_factor",
     "update_norm",
     "OUTPUTS",
-    "COLUMNS",
+    "table_columns",
 ]
 
 log = logging.getLogger("grpo_dial")
 
-COLUMNS = {
-    "steps": tuple(rec.STEP_COLUMNS),
-    "mass": rec.MASS_COLUMNS,
-    "responses": tuple(rec.RESPONSE_COLUMNS),
-    "evals": tuple(rec.EVAL_COLUMNS),
-    "identity": tuple(IDENTITY_COLUMNS),
-    "allocation": rec.ALLOCATION_COLUMNS,
-}
+def table_columns() -> dict[str, tuple[str, ...]]:
+    """Each table's columns in the documented order; the steps table's follow the estimator
+    registry (records.step_columns), so a newly registered estimator's columns are logged."""
+    return {
+        "steps": rec.step_columns(),
+        "mass": rec.MASS_COLUMNS,
+        "responses": tuple(rec.RESPONSE_COLUMNS),
+        "evals": tuple(rec.EVAL_COLUMNS),
+        "identity": tuple(IDENTITY_COLUMNS),
+        "allocation": rec.ALLOCATION_COLUMNS,
+    }
 OUTPUTS = (*rec.TABLES, "model")  # keys of train_run's `outputs`; "model" is a directory
 
 
@@ -101,7 +103,7 @@ def _resume_key(
     ids = "\n".join(p.prompt_id for p in [*pool, *heldout]).encode()
     return {
         "config": config.resume_key(),
-        "dial": asdict(dial),
+        "dial": dial.as_dict(),
         "prompts": hashlib.sha1(ids).hexdigest(),
         "base_model": checkpoint.model_fingerprint(base),
         "tracker_prior": hashlib.sha1(np.concatenate(prior).tobytes()).hexdigest(),
@@ -119,7 +121,7 @@ def _write_outputs(
     from grpo_dial.policy.model import save_policy
     from grpo_dial.tables import write_table
 
-    frames = rec.to_frames(records, COLUMNS)
+    frames = rec.to_frames(records, table_columns())
     for name, path in outputs.items():
         if name == "model":
             save_policy(model, tokenizer, path)
@@ -227,7 +229,6 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
     )
     context = estimator.context(dial, batch, task, run.anchor, estimate)
     adv = advantage.advantages(batch.rewards, batch.group_ids, dial, **context)  # (N,)
-    anchor = context.get("anchor")
     run.anchor = estimator.next_anchor(dial, run.anchor, batch)
     train = batch.rollouts.select(batch.trained)
     if config.identity_every and step % config.identity_every == 0:
@@ -246,7 +247,7 @@ def run_step(run: RunState, task: Task, dial: Dial, config: TrainConfig, step: i
         run.model, run.optimizer, train, adv[batch.trained], dial, config, ref_logp, run.lam
     )
     lr = config.lr * config.lr_scale
-    extras = rec.estimator_stats(dial, lam_used, anchor, context.get("strata"), batch)
+    extras = rec.estimator_stats(dial, {**context, "lambda": lam_used}, batch)
     rec.record_step(
         run.records,
         step,

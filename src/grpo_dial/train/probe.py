@@ -30,8 +30,6 @@ gradient), not G float64 copies of the gradient (SmolLM2-135M: 2.7 GB instead of
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 import torch
 from torch import Tensor
@@ -43,7 +41,7 @@ from grpo_dial.core.advantage import (
     silent_groups,
     update_weights,
 )
-from grpo_dial.core.dial import Dial
+from grpo_dial.core.dial import Dial, group_estimator
 from grpo_dial.core.std_factor import std_factor
 from grpo_dial.policy.rollout import Rollouts, response_logprobs
 
@@ -95,10 +93,11 @@ def score_sums(model: torch.nn.Module, rollouts: Rollouts, weights: Tensor):
 
 def probe_group(model: torch.nn.Module, group: Rollouts, rewards: Tensor, dial: Dial) -> dict:
     """The identity's numbers for ONE informative group with binary rewards (see module doc).
-    The identity is the group estimator's: a dial's strata and anchor (which reweight single
-    advantages, so c (s+ - s-) is no longer the update's form) are left out, and lambda-GRPO's
-    weights enter the token level at lambda_value (a learnable lambda's start)."""
-    dial = replace(dial, strata=None, anchor="none")
+    The identity is the group estimator's: a dial's registered advantage estimators (strata,
+    anchor: they reweight single advantages, so c (s+ - s-) is no longer the update's form) are
+    left out, and lambda-GRPO's weights enter the token level at lambda_value (a learnable
+    lambda's start)."""
+    dial = group_estimator(dial)
     r = rewards.to(torch.float64)  # (G,)
     if not bool(((r == 0) | (r == 1)).all()):
         raise ValueError("the identity probe needs binary rewards (0 or 1)")

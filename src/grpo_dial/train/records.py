@@ -40,6 +40,7 @@ Tables (lengths in characters of the response text unless named `tokens`):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,17 +51,24 @@ from torch import Tensor
 from grpo_dial.core.advantage import group_stats, group_update
 from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED, pass_rate_band
 from grpo_dial.core.dial import Dial
+from grpo_dial.core.estimators import active_estimators, log_columns, logged_values
 
 if TYPE_CHECKING:
     from grpo_dial.train.batch import Batch, UpdateResult
 
-STEP_COLUMNS = (
+STEP_BASE_COLUMNS = (
     "step accuracy mean_len mean_len_correct mean_len_incorrect mean_work_correct "
     "mean_redundant_correct mean_work_incorrect mean_redundant_incorrect truncation_rate "
     "silent_fraction all_correct_fraction all_wrong_fraction trained_groups resampled_prompts "
     "samples loss grad_norm lr kl wall_seconds nonfinite checker_timeouts checker_errors "
-    "checker_crashes checker_bad_references lambda anchor strata_cells strata_split_groups"
+    "checker_crashes checker_bad_references"
 ).split()
+
+
+def step_columns() -> tuple[str, ...]:
+    """The steps table's columns: the base ones, then every registered estimator's
+    (core.estimators.log_columns, e.g. lambda, strata_cells, strata_split_groups, anchor)."""
+    return (*STEP_BASE_COLUMNS, *log_columns())
 MASS_COLUMNS = ("step", "band", "n_groups", "mass", "share")
 RESPONSE_COLUMNS = (
     "step group prompt_id difficulty k G reward length tokens truncated advantage work redundant "
@@ -168,23 +176,12 @@ def group_mass(
     return stats.ids, r.new_zeros(len(stats.ids)).index_add_(0, stats.index, w * centred[:, 0])
 
 
-def estimator_stats(
-    dial: Dial, lam: float, anchor: float | Tensor | None, strata: Tensor | None, batch: Batch
-) -> dict[str, float]:
-    """The per-step quantities the newer estimators add: lambda-GRPO's lambda (NaN otherwise),
-    HA-DW's anchor (the mean over groups for 'prompt'; NaN when off), and for stratified
-    normalization the (group, stratum) cells of the batch and the groups split into more than one
-    stratum (NaN when off)."""
-    nan = math.nan
-    out = {"lambda": lam, "anchor": nan, "strata_cells": nan, "strata_split_groups": nan}
-    if anchor is not None:
-        out["anchor"] = float(torch.as_tensor(anchor, dtype=torch.float64).mean())
-    if strata is not None and len(strata):
-        cells = torch.unique(torch.stack([batch.group_ids, strata.to(batch.group_ids)]), dim=1)
-        per_group = torch.unique(cells[0], return_counts=True)[1]  # (M,) strata in each group
-        out["strata_cells"] = float(cells.shape[1])
-        out["strata_split_groups"] = float((per_group > 1).sum())
-    return out
+def estimator_stats(dial: Dial, inputs: Mapping[str, object], batch: Batch) -> dict[str, float]:
+    """The per-step columns the registered estimators add (core.estimators.logged_values): each
+    active one's `log` on the inputs gathered for it (`lambda`: the step's lambda), NaN for the
+    others; e.g. lambda-GRPO's lambda, HA-DW's anchor (the mean over groups for 'prompt'), the
+    (group, stratum) cells of the batch and the groups split into more than one stratum."""
+    return logged_values(dial, inputs, batch)
 
 
 def mass_chunk(
@@ -293,15 +290,15 @@ def record_step(
         "checker_errors": 0,
         "checker_crashes": 0,
         "checker_bad_references": 0,
-        **(extras or estimator_stats(dial, math.nan, None, None, batch)),
+        **(extras or dict.fromkeys(log_columns(), math.nan)),
     }
     records["steps"].append({k: [v] for k, v in row.items()})
 
     group_band, mass = [], np.zeros(0)
     if trained.any():
-        # the arm's own advantages where strata or an anchor reweight them; else the closed
-        # path in float64 (the step's adv is in the rewards' dtype)
-        reweighted = dial.strata is not None or dial.anchor != "none"
+        # the arm's own advantages where a registered estimator reweights them; else the
+        # closed path in float64 (the step's adv is in the rewards' dtype)
+        reweighted = bool(active_estimators(dial, "advantage"))
         own = adv[trained] if reweighted else None
         ids, m = group_mass(batch.rewards[trained], gid[trained], dial, own)  # (M,), (M,)
         prompt_of = dict(zip(gid.tolist(), (p.prompt_id for p in ro.problems), strict=True))

@@ -24,31 +24,29 @@ TRL fixes the std's ddof (1) and eps (1e-4): with std_power 1 a dial that differ
 enter A, so any value is accepted. Refused, one line naming the field: std_power strictly between
 0 and 1 (TRL scales by the std or not at all), silent 'drop' (dynamic sampling refills the batch
 with new generations; TRL generates once per step), group_size 'adaptive' (TRL's sampler gives
-every prompt num_generations), anchor (needs a running pass-rate state between steps), strata,
-and length_norm 'lambda'. Nothing here imports torch: the DAG build (grpo_dial.dag.plan) calls
-`backend_error` on the arms it resolved, at parse time.
+every prompt num_generations), and every registered estimator whose entry does not list `trl`
+among its backends (core.estimators.refusal: today lambda-GRPO's length_norm 'lambda', strata
+and anchor), each by the field that switches it on and the reason its entry gives. Nothing here
+imports torch: the DAG build (grpo_dial.dag.plan) calls `backend_error` on the arms it
+resolved, at parse time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from grpo_dial.core import estimators
 from grpo_dial.core.dial import Arm, Dial
 
-BACKENDS = ("own", "trl")
 TRL_STD_DDOF = 1  # torch.std: the sample std
 TRL_EPS = 1e-4  # added to the std in _generate_and_score_completions
 LOSS_TYPES = {"sequence": "grpo", "token": "dapo", "constant": "dr_grpo"}
 
 
-def arm_backend(arm: Mapping, train: Mapping) -> str:
-    """The arm's backend: its own `backend` key, else train.backend, else 'own'."""
-    return str(arm.get("backend", train.get("backend", "own")))
-
-
 def refusal(dial: Dial, max_new_tokens: int, adaptive: bool = False) -> tuple[str, str] | None:
-    """(field, why) of the first dial field TRL cannot express, or None when it translates."""
-    checks = (
+    """(field, why) of the first dial field TRL cannot express, or None when it translates:
+    the core fields' translation here, then every registered estimator TRL does not express."""
+    core = (
         ("std_power", dial.std_power not in (0, 1),
          "TRL's scale_rewards divides by the std (std_power 1) or not at all (0)"),
         ("std_ddof", dial.std_power == 1 and dial.std_ddof != TRL_STD_DDOF,
@@ -58,32 +56,29 @@ def refusal(dial: Dial, max_new_tokens: int, adaptive: bool = False) -> tuple[st
         ("silent", dial.silent != "keep",
          "TRL keeps silent groups (no dynamic-sampling refill); use 'keep'"),
         ("group_size", adaptive, "TRL gives every prompt num_generations responses"),
-        ("length_norm", dial.length_norm not in LOSS_TYPES,
-         "TRL has no length-weighted token mean"),
-        ("strata", dial.strata is not None, "TRL normalizes within whole groups only"),
-        ("anchor", dial.anchor != "none", "TRL keeps no difficulty anchor between steps"),
-        ("max_length", dial.length_norm == "constant" and dial.max_length != max_new_tokens,
-         f"TRL's dr_grpo divides by max_completion_length = train.max_new_tokens "
-         f"({max_new_tokens})"),
     )  # fmt: skip
-    for field, refused, why in checks:
+    for field, refused, why in core:
         if refused:
             value = "adaptive" if field == "group_size" else getattr(dial, field)
             return field, f"{field} = {value!r}: {why}"
+    if (why := estimators.refusal(dial, "trl")) is not None:
+        return why
+    if dial.length_norm not in LOSS_TYPES:
+        return "length_norm", f"length_norm = {dial.length_norm!r}: TRL has no such loss_type"
+    if dial.length_norm == "constant" and dial.max_length != max_new_tokens:
+        return "max_length", (
+            f"max_length = {dial.max_length!r}: TRL's dr_grpo divides by max_completion_length "
+            f"= train.max_new_tokens ({max_new_tokens})"
+        )
     return None
 
 
-def backend_error(
-    arms: Mapping[str, Arm], backends: Mapping[str, str], max_new_tokens: int
-) -> str | None:
-    """One line for the first arm whose backend is unknown or whose dial TRL cannot express, else
-    None. arms: the DAG's resolved arms (grpo_dial.dag.arms.resolve_arms); backends: arm ->
-    `arm_backend`; max_new_tokens: train.max_new_tokens (TRL's max_completion_length)."""
+def backend_error(arms: Mapping[str, Arm], max_new_tokens: int) -> str | None:
+    """One line for the first trl arm whose dial TRL cannot express, else None. arms: the DAG's
+    resolved arms (grpo_dial.dag.arms.resolve_arms), each with its backend; max_new_tokens:
+    train.max_new_tokens (TRL's max_completion_length)."""
     for name, arm in arms.items():
-        backend = backends[name]
-        if backend not in BACKENDS:
-            return f"config error at 'dials.{name}.backend': {backend!r}; choose one of own, trl"
-        if backend != "trl":
+        if arm.backend != "trl":
             continue
         adaptive = arm.allocation.scheme == "adaptive"
         if (why := refusal(arm.dial, max_new_tokens, adaptive)) is not None:

@@ -37,7 +37,7 @@ TASKS: Mapping[str, type] = MappingProxyType(
 __all__ = ["SPLITS", "TASKS", "ArithmeticTask", "AwareTask", "LengthSplit", "MathTask", "Problem"]
 __all__ += ["Task"]
 __all__ += ["TaskOption", "Verdict"]
-__all__ += ["get_task", "option_error", "task_options"]
+__all__ += ["get_task", "option_error", "task_from_spec", "task_options"]
 __all__ += ["GENERIC_STRATA", "provided_strata", "stratum_error"]
 
 
@@ -55,6 +55,11 @@ def get_task(name: str, **options: object) -> Task:
     if missing := [o.name for o in declared if o.required and o.name not in options]:
         raise ValueError(f"task {name!r} needs option(s): {', '.join(missing)}")
     return TASKS[name](**options)
+
+
+def task_from_spec(spec: Mapping) -> Task:
+    """The task of a config's `task:` section ({name, options}), the form every job receives."""
+    return get_task(spec["name"], **(spec.get("options") or {}))
 
 
 def option_error(name: object, options: object) -> str | None:

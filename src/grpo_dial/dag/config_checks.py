@@ -1,5 +1,6 @@
 """Config problems the schema cannot see, each as one line naming the key or file, found before
-any job runs (common.smk calls `config_problems` once, before the schema's own check).
+any job runs (grpo_dial.dag.plan.open_plan calls `config_problems` once, before the schema's
+own check, with the one schema it read).
 
 - a key given twice in one mapping of a config file (PyYAML keeps the last silently): the files
   are re-read with a safe loader that refuses duplicates; so is a tag such as !!python/object,
@@ -27,7 +28,6 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 SEED_MAX = 2**32 - 1
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # YAML 1.1 floats need a dot
 _DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
@@ -91,14 +91,6 @@ def file_problem(path: str | Path) -> str | None:
     return None
 
 
-def _schema(schema: Mapping | None) -> Mapping:
-    if schema is not None:
-        return schema
-    import yaml
-
-    return yaml.safe_load(SCHEMA.read_text()) if SCHEMA.is_file() else {}
-
-
 def _typed_keys(schema: Mapping, want: str, path: tuple = ()) -> Iterable[tuple]:
     """Paths ('*' for any key or item) whose schema type allows `want` ('integer': integer and
     not number; 'number': integer or number) and no string."""
@@ -129,7 +121,7 @@ def _matches(pattern: tuple, path: tuple) -> bool:
     )
 
 
-def value_problem(config: Mapping, schema: Mapping | None = None) -> str | None:
+def value_problem(config: Mapping, schema: Mapping) -> str | None:
     """One line for the first value problem of the module docstring; None when there is none."""
     for key in config:
         if isinstance(key, str) and "." in key:
@@ -138,7 +130,6 @@ def value_problem(config: Mapping, schema: Mapping | None = None) -> str | None:
                 f"config error at '{key}': keys are nested, not dotted; write "
                 f"'{outer}: {{{inner}: ...}}' in an overlay config file (docs/configuration.md)"
             )
-    schema = _schema(schema)
     integers, numbers = list(_typed_keys(schema, "integer")), list(_typed_keys(schema, "number"))
     for path, value in _walk(config):
         where = _where(path)
@@ -183,7 +174,7 @@ def value_problem(config: Mapping, schema: Mapping | None = None) -> str | None:
 
 
 def config_problems(
-    config: Mapping, configfiles: Iterable[str | Path], schema: Mapping | None = None
+    config: Mapping, configfiles: Iterable[str | Path], schema: Mapping
 ) -> str | None:
     """The first problem of the config files, then of the merged config, as one line."""
     for path in configfiles:

@@ -1,4 +1,4 @@
-"""grpo_dial.core.config_checks on its own (the workflow tests run the same inputs through
+"""grpo_dial.dag.config_checks on its own (the workflow tests run the same inputs through
 Snakemake): each bad input gives one line naming its key or file; good configs give None."""
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_dial.core.config_checks import SCHEMA, config_problems, file_problem, value_problem
+from grpo_dial.dag.config_checks import config_problems, file_problem, value_problem
+from grpo_dial.dag.plan import SCHEMA as SCHEMA_PATH
+from grpo_dial.dag.schema import read_schema
 
 REPO = Path(__file__).resolve().parents[2]
+SCHEMA = read_schema(REPO / SCHEMA_PATH)  # the one schema, its dial part generated
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 
@@ -25,12 +28,12 @@ def _with(path: str, value):
 
 
 def test_the_shipped_configs_have_no_problem():
-    assert SCHEMA.is_file()
+    assert (REPO / SCHEMA_PATH).is_file()
     files = sorted((REPO / "config").glob("*.yaml"))
     assert len(files) > 5
     for path in files:
         assert file_problem(path) is None, path
-    assert value_problem(DEFAULT) is None
+    assert value_problem(DEFAULT, SCHEMA) is None
 
 
 @pytest.mark.parametrize(
@@ -47,7 +50,7 @@ def test_the_shipped_configs_have_no_problem():
     ],
 )
 def test_bad_values_give_one_line_naming_the_key(path, value, line):
-    problem = value_problem(_with(path, value))
+    problem = value_problem(_with(path, value), SCHEMA)
     assert problem is not None and line in problem and "\n" not in problem
     if "YAML 1.1" in line:
         assert "write 1.0e-4" in problem
@@ -57,17 +60,17 @@ def test_bad_values_give_one_line_naming_the_key(path, value, line):
 def test_fixed_values_pass():
     for path, value in (("model.device", "cuda:1"), ("train.seeds", [0, 2**32 - 1]),
                         ("train.lr", 1e-4), ("length_bias.group_size", 2)):  # fmt: skip
-        assert value_problem(_with(path, value)) is None, path
+        assert value_problem(_with(path, value), SCHEMA) is None, path
 
 
 def test_dotted_keys_and_numbers_as_text_say_how_to_nest():
-    problem = value_problem({**DEFAULT, "train.steps": 5})
+    problem = value_problem({**DEFAULT, "train.steps": 5}, SCHEMA)
     assert problem.startswith("config error at 'train.steps': keys are nested, not dotted")
     assert "'train: {steps: ...}'" in problem and "\n" not in problem
     # what Snakemake makes of --config 'train={steps: 5}': every nested value as text
-    problem = value_problem(_with("train.steps", "5"))
+    problem = value_problem(_with("train.steps", "5"), SCHEMA)
     assert problem.startswith("config error at 'train.steps': '5' is text, not a number")
-    assert value_problem(_with("model.base", "7")) is None  # a string key may hold digits
+    assert value_problem(_with("model.base", "7"), SCHEMA) is None  # a string key may hold digits
 
 
 @pytest.mark.parametrize(
@@ -85,7 +88,7 @@ def test_dotted_keys_and_numbers_as_text_say_how_to_nest():
 def test_bad_files_give_one_line_naming_the_file(tmp_path, text, fragments):
     path = tmp_path / "overlay.yaml"
     path.write_text(text)
-    problem = config_problems(DEFAULT, [REPO / "config" / "config.yaml", path])
+    problem = config_problems(DEFAULT, [REPO / "config" / "config.yaml", path], SCHEMA)
     assert problem is not None and str(path) in problem and "\n" not in problem
     for fragment in fragments:
         assert fragment in problem, problem
