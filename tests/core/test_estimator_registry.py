@@ -7,12 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
-from grpo_dial.core.advantage import advantages, group_stats
-from grpo_dial.core.arm_names import arm_name
-from grpo_dial.core.dial import PRESETS, Dial, preset, read_arm
+from grpo_dial.core.dial import PRESETS, Dial, preset
 from grpo_dial.core.estimators import (
     ESTIMATORS,
     active_estimators,

@@ -14,6 +14,7 @@ import torch
 import yaml
 from _rl_fixtures import FakeTask, one_thread  # noqa: F401
 
+from grpo_dial.backends.trl.config import backend_error
 from grpo_dial.core.advantage import advantages
 from grpo_dial.core.arm_names import ARM_NAMES, arm_name
 from grpo_dial.core.dial import Dial, dial_settings, read_arm
@@ -22,7 +23,6 @@ from grpo_dial.core.settings import Setting
 from grpo_dial.dag.schema import config_error, read_schema
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.loop import table_columns, train_run
-from grpo_dial.train.trl_dial import backend_error
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -36,7 +36,7 @@ def test_the_8_gpu_overlay_launches_one_run_with_accelerate_and_zero3():
     )  # fmt: skip
     launch = (
         "TRL GRPOTrainer on 8 GPUs (gpu=8), accelerate launch --num_processes 8 "
-        "--config_file config/accelerate/zero3.yaml -m grpo_dial.external.trl_launch "
+        "--config_file config/accelerate/zero3.yaml -m grpo_dial.backends.trl.launch "
         "<checkpoint_dir>/trl_job.json"
     )
     assert all(line.endswith(launch) for line in notes(result).values())

@@ -78,7 +78,7 @@ rule calibrate_lr:
         "../scripts/stage.py"
 
 
-from grpo_dial.external.trl_launch import job_gpus, job_note  # noqa: E402 (no torch)
+from grpo_dial.backends.trl.launch import job_gpus, job_note  # noqa: E402 (no torch)
 
 for _dial, _backend in BACKENDS.items():  # each trl arm's GPUs and launch command
     if (_line := job_note(_dial, _backend, config["train"], config["model"]["device"])) is not None:

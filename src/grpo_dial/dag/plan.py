@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_dial.backends.trl.config import backend_error
 from grpo_dial.core.dial import Arm
 from grpo_dial.dag import ConfigError, fail
 from grpo_dial.dag import arms as arm_checks
@@ -21,7 +22,6 @@ from grpo_dial.dag.config_checks import config_problems
 from grpo_dial.dag.inputs import POLICY_TABLE, Inputs, check_strata, task, task_inputs
 from grpo_dial.dag.schema import config_error, read_schema
 from grpo_dial.data.sources import hub_model_id, missing_path
-from grpo_dial.train.trl_dial import backend_error
 
 SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"  # under the repository
 

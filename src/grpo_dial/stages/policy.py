@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 
 import pandas as pd
 
@@ -141,38 +140,38 @@ def calibrate_lr(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 
 def train(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """One RL run of one dial and seed; resumes from its checkpoint when one exists."""
+    """One RL run of one arm and seed on the arm's backend (grpo_dial.backends); resumes from
+    its checkpoint when one exists."""
+    from grpo_dial.backends import Job, train_arm
     from grpo_dial.passrates.tables import read_passrates
-    from grpo_dial.train.loop import train_run
     from grpo_dial.train.step import lr_match_factor
 
     params = _prepare_job(params)
     scale = 1.0
     if "calibration" in input:
-        arm = float(read_table(input["calibration"])["update_norm"].iloc[0])
+        norm = float(read_table(input["calibration"])["update_norm"].iloc[0])
         reference = float(read_table(input["reference"])["update_norm"].iloc[0])
-        if reference > 0 and arm > 0:
-            scale = lr_match_factor(reference, arm)
+        if reference > 0 and norm > 0:
+            scale = lr_match_factor(reference, norm)
         else:  # a calibration batch of silent groups carries no step to match
             log.warning(
                 "learning-rate matching skipped: a calibration update norm is 0 "
                 "(every calibration group silent); lr is not scaled"
             )
         log.info(
-            "learning-rate matching: factor %.4g (reference %.4g, arm %.4g)", scale, reference, arm
+            "learning-rate matching: factor %.4g (reference %.4g, arm %.4g)", scale, reference, norm
         )
     arm, config = _arm(params, lr_scale=scale)
-    pass_rates = read_passrates(input["passrates"]) if "passrates" in input else None
-    if arm.backend == "trl":
-        from grpo_dial.external.trl_launch import run_trl  # TRL's GRPOTrainer: docs/backends.md
-
-        return run_trl(input, output, params, arm.dial, config, pass_rates)
-    train_run(
-        base_model_path(input, params),
-        _task(params),
-        arm.dial,
-        config,
-        outputs=dict(output),
-        checkpoint_dir=Path(params["checkpoint_dir"]),
-        pass_rates=pass_rates,
+    train_arm(
+        Job(
+            arm=arm,
+            base=base_model_path(input, params),
+            task=params["task"],
+            config=config,
+            outputs=dict(output),
+            checkpoint_dir=str(params["checkpoint_dir"]),
+            pass_rates=read_passrates(input["passrates"]) if "passrates" in input else None,
+            pass_rates_path=str(input["passrates"]) if "passrates" in input else None,
+            launch=dict(params.get("trl") or {}),
+        )
     )

@@ -1,7 +1,7 @@
 """An arm's dial as TRL's GRPOConfig, or the one field TRL cannot express; standard library only.
 
 `train.backend: trl` (or an arm's own `backend: trl`) trains the arm with TRL's GRPOTrainer
-(grpo_dial.external.trl_backend). Its dial translates field by field (TRL 1.16, grpo_trainer.py
+(grpo_dial.backends.trl.run). Its dial translates field by field (TRL 1.16, grpo_trainer.py
 `_generate_and_score_completions` and `_compute_loss`):
 
     std_power 1 / 0          scale_rewards 'group' / 'none': A = (r - mean_g) / (std_g + 1e-4),

@@ -13,8 +13,8 @@ import pytest
 import torch
 from _rl_fixtures import FakeTask, informative_batch, one_thread, save_tiny, tiny_policy  # noqa: F401
 
+from grpo_dial.backends.trl.identity import IdentityProbe, identity_table, trl_rollouts
 from grpo_dial.core.dial import read_arm
-from grpo_dial.external.trl_identity import IdentityProbe, identity_table, trl_rollouts
 from grpo_dial.policy.rollout import eos_ids
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.probe import IDENTITY_COLUMNS, identity_probe
@@ -82,8 +82,8 @@ TABLES = ("steps", "responses", "mass", "evals", "identity", "allocation")
 def trl_run(base, root, name, config=CONFIG, spy=None):
     """Train arm `name` on the trl backend from `base` into root/name; spy(model, step) sees
     the model each time the probe measures."""
-    from grpo_dial.external import trl_identity
-    from grpo_dial.external.trl_backend import trl_train
+    from grpo_dial.backends.trl.run import trl_train
+    from grpo_dial.backends.trl import identity as trl_identity
 
     outputs = {n: root / name / f"{n}.parquet" for n in TABLES}
     measure = trl_identity.IdentityProbe.measure

@@ -10,10 +10,10 @@ import pytest
 import torch
 from _rl_fixtures import FakeTask, one_thread, tiny_policy  # noqa: F401 (autouse)
 
+from grpo_dial.backends.trl.config import grpo_config_kwargs
+from grpo_dial.backends.trl.run import make_reward, prompt_column
 from grpo_dial.core import advantage
 from grpo_dial.core.dial import dial_from_config
-from grpo_dial.external.trl_backend import make_reward, prompt_column
-from grpo_dial.train.trl_dial import grpo_config_kwargs
 
 trl = pytest.importorskip("trl")
 

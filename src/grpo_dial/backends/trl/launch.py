@@ -1,11 +1,11 @@
-"""How a trl-backend train job runs: in the rule's own process, or under `accelerate launch`.
+"""How a trl-backend train job runs: in the job's own process, or under `accelerate launch`.
 
-On the CPU, and on one GPU, the job calls grpo_dial.external.trl_backend.trl_train in its own
+On the CPU, and on one GPU, the job calls grpo_dial.backends.trl.run.trl_train in its own
 process. With train.trl.gpus = N > 1 on CUDA it writes the job's arguments to
 `<checkpoint_dir>/trl_job.json` and runs
 
     accelerate launch --num_processes N [--config_file <train.trl.accelerate_config>]
-        -m grpo_dial.external.trl_launch <checkpoint_dir>/trl_job.json
+        -m grpo_dial.backends.trl.launch <checkpoint_dir>/trl_job.json
 
 (the shipped config/accelerate/zero2.yaml, zero3.yaml: DeepSpeed ZeRO-2 / ZeRO-3), one process
 per GPU, each on cuda:<LOCAL_RANK>. `launch_command` is the same line as text, standard library
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from grpo_dial.data.sources import base_model_path
+from grpo_dial.backends.job import Job
 
 JOB = "trl_job.json"
 
@@ -35,7 +35,7 @@ def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB
     parts = ["accelerate launch", f"--num_processes {gpus}"]
     if trl.get("accelerate_config"):
         parts.append(f"--config_file {trl['accelerate_config']}")
-    return " ".join([*parts, f"-m grpo_dial.external.trl_launch {job}"])
+    return " ".join([*parts, f"-m grpo_dial.backends.trl.launch {job}"])
 
 
 def job_gpus(backend: str, train: Mapping, device: str) -> int:
@@ -60,30 +60,29 @@ def job_note(name: str, backend: str, train: Mapping, device: str) -> str | None
     )
 
 
-def run_trl(input: Mapping, output: Mapping, params: Mapping, dial, config, pass_rates) -> None:
-    """The train rule's trl backend (grpo_dial.stages.policy.train hands over here)."""
+def train(job: Job) -> None:
+    """The trl backend of one train job (grpo_dial.backends.train_arm): in this process on the
+    CPU and on one GPU, else one accelerate process per GPU reading the job's file."""
+    from grpo_dial.backends.trl.run import trl_train
     from grpo_dial.data.tasks import task_from_spec
-    from grpo_dial.external.trl_backend import trl_train
 
-    trl = dict(params.get("trl") or {})
-    base = base_model_path(input, params)
-    task = params["task"]
-    checkpoint_dir = Path(params["checkpoint_dir"])
-    if not str(config.device).startswith("cuda") or int(trl.get("gpus", 1)) <= 1:
+    trl = dict(job.launch)
+    checkpoint_dir = Path(job.checkpoint_dir)
+    if not str(job.config.device).startswith("cuda") or int(trl.get("gpus", 1)) <= 1:
         return trl_train(
-            base, task_from_spec(task), dial, config, dict(output), checkpoint_dir, pass_rates,
-            trl,
+            job.base, task_from_spec(job.task), job.arm.dial, job.config, dict(job.outputs),
+            checkpoint_dir, job.pass_rates, trl,
         )  # fmt: skip
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    job = checkpoint_dir / JOB
+    path = checkpoint_dir / JOB
     spec = {
-        "base": base, "task": task, "dial": dial.as_dict(), "config": asdict(config),
-        "outputs": {k: str(v) for k, v in output.items()}, "checkpoint_dir": str(checkpoint_dir),
-        "passrates": str(input["passrates"]) if "passrates" in input else None, "trl": trl,
+        "base": job.base, "task": job.task, "dial": job.arm.dial.as_dict(),
+        "config": asdict(job.config), "outputs": {k: str(v) for k, v in job.outputs.items()},
+        "checkpoint_dir": str(checkpoint_dir), "passrates": job.pass_rates_path, "trl": trl,
     }  # fmt: skip
-    job.write_text(json.dumps(spec, default=list), encoding="utf-8")
+    path.write_text(json.dumps(spec, default=list), encoding="utf-8")
     exe = Path(sys.executable).with_name("accelerate")
-    cmd = [str(exe), *launch_command(trl, "cuda", str(job)).split()[1:]]
+    cmd = [str(exe), *launch_command(trl, "cuda", str(path)).split()[1:]]
     done = subprocess.run(cmd, check=False)
     if done.returncode != 0:
         raise ValueError(f"accelerate launch exited with {done.returncode}: {' '.join(cmd)}")
@@ -93,9 +92,9 @@ def _main(job: str) -> None:
     """One accelerate process: the job file's run on cuda:<LOCAL_RANK>."""
     from dataclasses import replace
 
+    from grpo_dial.backends.trl.run import trl_train
     from grpo_dial.core.dial import Dial
     from grpo_dial.data.tasks import task_from_spec
-    from grpo_dial.external.trl_backend import trl_train
     from grpo_dial.train.config import Allocation, TrainConfig
 
     spec = json.loads(Path(job).read_text(encoding="utf-8"))

@@ -2,16 +2,16 @@
 
 Same prompts (the task's training pool, task.problems('train', train_pool, pool_seed)), same
 held-out set, same base policy (float32 weights) and seed as the own trainer; the dial and the
-train section become a GRPOConfig (grpo_dial.train.trl_dial, which refuses what TRL cannot
+train section become a GRPOConfig (grpo_dial.backends.trl.config, which refuses what TRL cannot
 express). The reward is the task's own verifier (`verify(problem, text, finished)`, finished =
 the completion ends in an EOS id; the math task's math-verify under its time limit), one TRL
 reward function named `verifier`, which also logs (log_extra) the problem's prompt_id, the
 completion's tokens, truncation and the task's work / redundant split. TRL logs every completion
-(log_completions, logging_steps 1); grpo_dial.external.trl_tables turns the log into the own
+(log_completions, logging_steps 1); grpo_dial.backends.trl.tables turns the log into the own
 trainer's steps / responses / mass / allocation tables. Held-out evaluation is the own
 trainer's `evaluate` on the trainer's model (step 0, every eval_every steps, the last). The
 identity probe is the own trainer's, on TRL's model and batch right after TRL scores it
-(grpo_dial.external.trl_identity; single-process runs).
+(grpo_dial.backends.trl.identity; single-process runs).
 
 Resume: TRL checkpoints (output_dir `<checkpoint_dir>/trl/checkpoint-<step>`, every
 checkpoint_every steps) hold model, optimizer, scheduler and RNG states; the evaluations, identity
@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from grpo_dial.backends.trl.config import grpo_config_kwargs
 from grpo_dial.core.dial import Dial
 from grpo_dial.data.tasks.base import Task
 from grpo_dial.train.config import TrainConfig
-from grpo_dial.train.trl_dial import grpo_config_kwargs
 
 log = logging.getLogger("grpo_dial")
 RECORDS = "records.json"  # evaluations, identity rows, wall seconds so far, per checkpoint
@@ -164,8 +164,8 @@ def trl_train(
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_dial.external import trl_tables
-    from grpo_dial.external.trl_identity import IdentityProbe, identity_table, probing_trainer
+    from grpo_dial.backends.trl import tables as trl_tables
+    from grpo_dial.backends.trl.identity import IdentityProbe, identity_table, probing_trainer
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import eos_ids
     from grpo_dial.tables import write_table

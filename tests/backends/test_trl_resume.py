@@ -31,7 +31,7 @@ def outputs(root: Path) -> dict:
 
 
 def train(root: Path, config: TrainConfig = CONFIG, kill_at: int | None = None) -> None:
-    from grpo_dial.external.trl_backend import trl_train
+    from grpo_dial.backends.trl.run import trl_train
 
     def die(step: int) -> None:
         if step == kill_at:
@@ -52,7 +52,7 @@ def test_a_sigkilled_run_resumes_from_its_checkpoint_and_a_changed_setting_super
     )
     env = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(
-        [sys.executable, "-c", code, str(TESTS), str(TESTS / "train"), str(tmp_path)], env=env,
+        [sys.executable, "-c", code, str(TESTS), str(TESTS / "backends"), str(tmp_path)], env=env,
         capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]

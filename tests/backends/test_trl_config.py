@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_dial.core.dial import Dial, preset, read_arm
-from grpo_dial.train.trl_dial import (
+from grpo_dial.backends.trl.config import (
     TRL_EPS,
     backend_error,
     grpo_config_kwargs,
     refusal,
 )
+from grpo_dial.core.dial import Dial, preset, read_arm
 
 TRL_GRPO = {"preset": "grpo", "std_ddof": 1, "eps": 0.0001}
 TRAIN = {"steps": 3, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 40,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grpo_dial.external.trl_backend import KEY, open_run_dir
+from grpo_dial.backends.trl.run import KEY, open_run_dir
 
 pytest.importorskip("transformers")
 OLD = {"config": {"lr": 0.0001, "group_size": 4}, "dial": {"eps": 0.0001}, "prompts": "abc"}

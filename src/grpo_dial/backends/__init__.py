@@ -1,0 +1,28 @@
+"""The training backends side by side behind one interface: `train_arm(job)` trains one arm and
+seed on the backend its resolved arm names (core.dial.Arm.backend, decided once at DAG build),
+and every backend writes the same tables.
+
+- `own` (backends/own.py): the pipeline's trainer, grpo_dial.train; every dial field.
+- `trl` (backends/trl/): TRL's GRPOTrainer. `config` translates a dial into GRPOConfig and
+  refuses, by name, what TRL cannot express (standard library: the DAG build calls it);
+  `launch` runs a job in its own process or under accelerate; `run` is the trainer; `identity`
+  probes the std identity on TRL's batches; `tables` turns TRL's completion logs into the own
+  trainer's tables.
+Reading other trainers' logged runs (diagnose) is grpo_dial.external's, not this room's.
+"""
+
+from __future__ import annotations
+
+from grpo_dial.backends.job import Job
+
+
+def train_arm(job: Job) -> None:
+    """Train `job` on its arm's backend (own | trl)."""
+    if job.arm.backend == "trl":
+        from grpo_dial.backends.trl.launch import train  # TRL's GRPOTrainer: docs/backends.md
+    else:
+        from grpo_dial.backends.own import train
+    train(job)
+
+
+__all__ = ["Job", "train_arm"]

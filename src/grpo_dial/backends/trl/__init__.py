@@ -1,0 +1,1 @@
+"""TRL's GRPOTrainer as a backend: translation (config), launch, run, identity probe, tables."""
