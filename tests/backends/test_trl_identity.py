@@ -82,8 +82,8 @@ TABLES = ("steps", "responses", "mass", "evals", "identity", "allocation")
 def trl_run(base, root, name, config=CONFIG, spy=None):
     """Train arm `name` on the trl backend from `base` into root/name; spy(model, step) sees
     the model each time the probe measures."""
-    from grpo_dial.backends.trl.run import trl_train
     from grpo_dial.backends.trl import identity as trl_identity
+    from grpo_dial.backends.trl.run import trl_train
 
     outputs = {n: root / name / f"{n}.parquet" for n in TABLES}
     measure = trl_identity.IdentityProbe.measure

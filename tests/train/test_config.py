@@ -49,7 +49,8 @@ def test_config_rejects_bad_allocation_settings():
         Allocation(decay=1.5)
     with pytest.raises(ValueError, match="allocation must be an Allocation"):
         TrainConfig(allocation={"scheme": "adaptive"})
-    assert all(len(f.metadata["setting"].help) > 20 for f in Allocation.__dataclass_fields__.values())
+    fields = Allocation.__dataclass_fields__.values()
+    assert all(len(f.metadata["setting"].help) > 20 for f in fields)
 
 
 def test_resume_key_is_plain_values_under_the_checkpointed_names():
