@@ -98,3 +98,31 @@ def test_bad_files_give_one_line_naming_the_file(tmp_path, text, fragments):
 def test_a_missing_file_is_named():
     problem = file_problem("/no/such/config.yaml")
     assert problem.startswith("config error: cannot read config file /no/such/config.yaml")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "line"),
+    [
+        ("train.lr", float("nan"), "config error at 'train.lr': nan is not a finite number"),
+        ("train.temperature", float("inf"), "config error at 'train.temperature': inf is not"),
+        ("dials.x", {"eps": float("-inf")}, "config error at 'dials.x.eps': -inf is not"),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused(path, value, line):
+    assert value_problem(_with(path, value), SCHEMA).startswith(line)
+
+
+def test_an_alias_bomb_is_refused_from_the_file_and_a_few_aliases_are_fine(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefghijkl",
+                                                                      "bcdefghijklm", strict=True)]
+    bomb.write_text("\n".join(lines) + "\n")
+    assert len(bomb.read_bytes()) < 700
+    assert file_problem(bomb) == (
+        f"config error in {bomb}: 108 YAML aliases (*name); a config file may use at most 100 "
+        "(more can expand exponentially: an alias bomb)"
+    )
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("base: &b {steps: 5}\ntrain: *b\n")
+    assert file_problem(fine) is None

@@ -82,6 +82,17 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     assert (results / "figures" / "allocation.png").stat().st_size > 10_000
     assert "Adaptive against uniform group sizes" in text
 
+    # every cell of every table of the run is one value (issue 34: duplicate seeds once wrote
+    # printed pandas Series into decompose/summary.csv with exit code 0)
+    tables = [p for p in sorted(results.rglob("*")) if p.suffix in (".csv", ".parquet")]
+    assert len(tables) > 20
+    for path in tables:
+        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        for column in table.columns:
+            cells = table[column].tolist()
+            assert all(pd.api.types.is_scalar(v) for v in cells), (path, column)
+            assert not any(isinstance(v, str) and "dtype:" in v for v in cells), (path, column)
+
     # the report: every figure and summary table with its caption, in one HTML file
     report = snakemake(tmp_path, config, "--report", str(tmp_path / "report.html"))
     assert report.returncode == 0, report.stderr[-2000:]

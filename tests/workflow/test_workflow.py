@@ -157,6 +157,29 @@ def test_default_dry_run_lists_every_analysis_job():
             {"real_lengths": {"math_cot": {"public": "math_cot_100"}, "tokenizer": "o/tok"}},
             "config error at 'real_lengths.tokenizer': tokenizer directory not found: o/tok",
         ),
+        # issue 34: inputs that corrupted or hung a run, or were refused only inside a job
+        ({"train": {"seeds": [0, 0]}}, "config error at 'train.seeds': [0, 0] has non-unique"),
+        ({"train": {"lr": float("nan")}}, "config error at 'train.lr': nan is not a finite"),
+        ({"train": {"temperature": float("inf")}}, "config error at 'train.temperature': inf"),
+        (
+            {"model": {"spec": {"hidden_size": 130, "n_heads": 4}}, "dials": {"g": {}}},
+            "config error at 'model.spec.n_heads': 4 heads do not divide hidden_size 130",
+        ),
+        (
+            {"warm_start": {"style_weights": {"terse": 0, "worked": 0}}, "dials": {"g": {}}},
+            "config error at 'warm_start.style_weights': every weight is 0",
+        ),
+        ({"dials": {"a" * 300: {}}}, "an arm's name is 1 to 64 letters"),
+        ({"dials": {"grpo\n": {}}}, "an arm's name is 1 to 64 letters"),
+        (
+            {"train": {"allocation": {"g_min": 9, "g_max": 4}}},
+            "config error at 'train.allocation': g_max must be at least g_min = 9, got 4",
+        ),
+        (
+            {"dials": None, "simulate": {"tables": ["synthetic", "base_policy"]}},
+            "config error at 'simulate.tables': 'base_policy' is the trained policy's table, but "
+            "no arm trains",
+        ),
         ({"results_dir": "."}, "config error at 'results_dir': '.' is the working directory"),
         ({"results_dir": ""}, "config error at 'results_dir'"),
         ({"results_dir": str(REPO)}, "is the repository or a folder above it"),
@@ -204,6 +227,14 @@ def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment
     [
         ("train:\n  steps: 5\n  steps: 50\n", "key 'steps' is given twice in one mapping"),
         ("dials:\n  grpo: {preset: grpo}\n  grpo: {preset: dapo}\n", "key 'grpo' is given"),
+        # a 450-byte alias bomb: refused from the file, before anything walks the config
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                      for p, c in zip("abcdefghijkl", "bcdefghijklm", strict=True))
+            + "train: {steps: 1}\n",
+            "YAML aliases (*name); a config file may use at most 100",
+        ),
     ],
 )
 def test_duplicate_keys_in_a_config_file_fail_in_one_line_naming_it(tmp_path, text, fragment):
@@ -215,6 +246,38 @@ def test_duplicate_keys_in_a_config_file_fail_in_one_line_naming_it(tmp_path, te
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in output
     assert any(fragment in x and str(overlay) in x for x in output.splitlines()), output[-2000:]
+
+
+def test_results_dir_that_is_a_file_or_starts_with_a_tilde(tmp_path, monkeypatch):
+    """A file is refused in one line; `~` is expanded as the check expands it, so no folder
+    named '~' appears and the outputs land in the home folder."""
+    (tmp_path / "taken").write_text("kept\n")
+    result = snakemake(tmp_path, tiny_config(tmp_path / "taken"), "-n")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    line = "is a file, not a folder; give outputs a folder of their own"
+    assert any(line in x and "config error at 'results_dir'" in x for x in output.splitlines())
+    assert (tmp_path / "taken").read_text() == "kept\n"
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    result = snakemake(tmp_path, tiny_config("~/grpo-results"), "-n")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+    assert f"{home}/grpo-results/theory/group_size_table.csv" in result.stdout
+    assert not (tmp_path / "~").exists()
+
+
+def test_dials_null_in_an_overlay_switches_every_built_in_arm_off(tmp_path):
+    """`dials: {}` in an overlay merges into the arms below it (Snakemake's merge keeps them);
+    `dials: null` is the documented way to train no built-in arm."""
+    overlay = tmp_path / "overlay.yaml"
+    config = tiny_config(tmp_path / "results")
+    for text, trains in (("dials: {}\n", True), ("dials: null\n", False)):
+        overlay.write_text(text)
+        result = snakemake(tmp_path, config, "-n", "--configfile", str(REPO / "config" /
+                           "config.yaml"), str(tmp_path / "config.yaml"), str(overlay))  # fmt: skip
+        assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+        assert ("train" in planned_jobs(result.stdout)) == trains, text
 
 
 def test_a_nested_key_from_the_command_line_arrives_as_text_and_says_so(tmp_path):

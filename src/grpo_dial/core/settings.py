@@ -55,6 +55,8 @@ class Setting:
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
         if not self._in_range(value):
+            if self.kind is int:
+                raise ValueError(f"{name} must be an integer{self._range_text()}, got {value!r}")
             raise ValueError(f"{name} must be {self._range_words()}, got {value!r}")
         return value
 

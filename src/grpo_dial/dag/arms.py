@@ -6,12 +6,15 @@ uniform twin. Nothing outside grpo_dial.dag reads `config["dials"]`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from grpo_dial.core.dial import Allocation, Arm, arm_fields, read_arm
 from grpo_dial.core.estimators import active_estimators
 from grpo_dial.dag import fail
 from grpo_dial.dag.inputs import note
+
+ARM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch: no trailing newline either
 
 
 def resolve_arms(config: Mapping) -> dict[str, Arm]:
@@ -25,6 +28,12 @@ def resolve_arms(config: Mapping) -> dict[str, Arm]:
         fail("train.allocation", str(error))
     arms = {}
     for name, spec in config["dials"].items():
+        if not ARM_NAME.fullmatch(str(name)):
+            fail(
+                f"dials.{str(name)[:40]!r}",
+                "an arm's name is 1 to 64 letters, digits, '_' or '-' (it names folders and "
+                "table rows)",
+            )
         try:
             arms[name] = read_arm(
                 spec,

@@ -16,7 +16,11 @@ own check, with the one schema it read).
 - a number given as text where the schema wants one: Snakemake's `--config 'train={steps: 5}'`
   passes a nested mapping's values as text ('5'); nested keys belong in an overlay config file
   (`--config train.steps=5` itself stops in Snakemake's parser, before any of this runs);
-- a top-level key with a dot (`train.steps: 5` in a file): keys are nested, not dotted.
+- a top-level key with a dot (`train.steps: 5` in a file): keys are nested, not dotted;
+- a number that is not finite (`lr: .nan`, `temperature: .inf`): the schema's ranges compare
+  false with NaN, so it would reach a job;
+- a file with more than MAX_ALIASES YAML aliases (an alias bomb: a few hundred bytes that expand
+  exponentially when the config is walked), refused before anything walks it.
 
 Standard library only at import (the DAG build imports no torch); PyYAML, which Snakemake
 itself reads configs with, is imported inside the file check.
@@ -24,11 +28,13 @@ itself reads configs with, is imported inside the file check.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 SEED_MAX = 2**32 - 1
+MAX_ALIASES = 100
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # YAML 1.1 floats need a dot
 _DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 
@@ -73,6 +79,13 @@ def file_problem(path: str | Path) -> str | None:
     except OSError as err:
         return f"config error: cannot read config file {path}: {err.strerror}"
     try:
+        events = yaml.parse(text, Loader=yaml.SafeLoader)
+        aliases = sum(isinstance(event, yaml.AliasEvent) for event in events)
+        if aliases > MAX_ALIASES:
+            return (
+                f"config error in {path}: {aliases} YAML aliases (*name); a config file may "
+                f"use at most {MAX_ALIASES} (more can expand exponentially: an alias bomb)"
+            )
         yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except ValueError as err:
         return str(err)
@@ -147,6 +160,8 @@ def value_problem(config: Mapping, schema: Mapping) -> str | None:
                 f"--config passes a nested mapping's values as text); set nested keys in an "
                 f"overlay config file (docs/configuration.md)"
             )
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"config error at '{where}': {value!r} is not a finite number"
         if isinstance(value, float) and any(_matches(p, path) for p in integers):
             hint = f"; write {int(value)}" if value.is_integer() else ""
             return f"config error at '{where}': {value!r} must be an integer{hint}"

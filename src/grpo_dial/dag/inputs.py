@@ -8,6 +8,7 @@ grpo_dial.data.public; this module applies them to a config and names the key on
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,10 +52,11 @@ class Inputs:
         self.public_files = {entry["file"]: name for name, entry in self.public.items()}
 
     def _output_dir(self, key: str, repo: Path, workdir: Path) -> str:
-        """results_dir / resources_dir: a folder of its own, never the repository or above it."""
+        """results_dir / resources_dir: a folder of its own, never the repository or above it;
+        `~` expanded here, since Snakemake would make a folder named `~`."""
         if (problem := unsafe_output_dir(self.config[key], repo, workdir)) is not None:
             fail(key, problem)
-        return self.config[key]
+        return os.path.expanduser(self.config[key])
 
     def hub_entry(self, hub: object, where: str) -> str:
         """An explicit hub id (`hub: <id>`): refused under offline: true."""

@@ -61,22 +61,43 @@ class Plan:
 
 def _check_tables(config: Mapping, policy_enabled: bool) -> None:
     defined = sorted(config["passrate_tables"])
-    for name in config["simulate"]["tables"] + [config["dapo_consistency"]["table"]]:
-        if name not in config["passrate_tables"] and not (
-            name == POLICY_TABLE and policy_enabled
-        ):
-            raise ConfigError(f"config error: unknown pass-rate table '{name}'; defined: {defined}")
-    for name in config["length_bias"]["tables"]:
-        if name not in config["passrate_tables"] and name != POLICY_TABLE:
-            raise ConfigError(
-                f"config error: unknown pass-rate table '{name}' in length_bias.tables; "
-                f"defined: {defined} and {POLICY_TABLE}"
-            )
+    where = {"simulate.tables": config["simulate"]["tables"],
+             "dapo_consistency.table": [config["dapo_consistency"]["table"]],
+             "length_bias.tables": config["length_bias"]["tables"]}  # fmt: skip
+    for key, names in where.items():
+        for name in names:
+            if name == POLICY_TABLE and not policy_enabled and key != "length_bias.tables":
+                fail(
+                    key,
+                    f"'{POLICY_TABLE}' is the trained policy's table, but no arm trains "
+                    f"(dials is empty or every arm is null); remove it or add an arm",
+                )
+            if name not in config["passrate_tables"] and name != POLICY_TABLE:
+                raise ConfigError(
+                    f"config error: unknown pass-rate table '{name}'"
+                    + (" in length_bias.tables" if key == "length_bias.tables" else "")
+                    + f"; defined: {defined}"
+                    + (f" and {POLICY_TABLE}" if key == "length_bias.tables" else "")
+                )
     lb = config["length_bias"]
     if lb["n_prompts"] % lb["groups_per_batch"]:
         raise ConfigError(
             "config error: length_bias.n_prompts must be a multiple of length_bias.groups_per_batch"
         )
+
+
+def _check_policy_settings(config: Mapping) -> None:
+    """What a policy job would refuse only after its upstream work: a head count that does not
+    divide the hidden size, and demonstration styles whose weights are all 0."""
+    spec = config["model"]["spec"]
+    if spec["hidden_size"] % spec["n_heads"]:
+        fail(
+            "model.spec.n_heads",
+            f"{spec['n_heads']} heads do not divide hidden_size {spec['hidden_size']}",
+        )
+    weights = config["warm_start"]["style_weights"]
+    if weights and not any(w > 0 for w in weights.values()):
+        fail("warm_start.style_weights", "every weight is 0; give at least one style a weight > 0")
 
 
 def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | list:
@@ -112,6 +133,8 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     configured = [name for name, path in table_inputs.items() if path is not False]
     tables = configured + ([POLICY_TABLE] if policy_enabled else [])
     _check_tables(config, policy_enabled)
+    if policy_enabled and config["model"]["base"] == "tiny":  # the warm-started tiny Llama
+        _check_policy_settings(config)
     dapo = config["dapo_consistency"]
     dapo_curve = None
     if dapo["curve"] is not None and dapo["table"] in tables:

@@ -82,7 +82,10 @@ def read_schema(path: str | Path) -> dict:
 
 def drop_null_dials(config: dict) -> list[str]:
     """Remove the `dials` entries an overlay set to null (`dials: {dapo: null}` switches an arm of
-    the config below it off); the names removed."""
+    the config below it off); the names removed. `dials: null` switches every arm off (an
+    overlay's `dials: {}` cannot: Snakemake merges it into the arms below, keeping them)."""
+    if "dials" in config and config["dials"] is None:
+        config["dials"] = {}
     dials = config.get("dials")
     if not isinstance(dials, dict):
         return []

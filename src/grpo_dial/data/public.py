@@ -120,6 +120,8 @@ def unsafe_output_dir(value: str, repo: str | Path, workdir: str | Path) -> str 
     for inside in ("src", "workflow", "config", "tests", "docs", ".git"):
         if path == repo / inside or repo / inside in path.parents:
             return f"{value!r} is inside the repository's {inside}/"
+    if path.exists() and not path.is_dir():
+        return f"{value!r} is a file, not a folder; give outputs a folder of their own"
     return None
 
 
