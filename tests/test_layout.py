@@ -2,7 +2,9 @@
 
 The layers, lowest first (a module may import its own package and any lower layer):
     tables, core  ->  data  ->  policy  ->  passrates  ->  train  ->  analysis  ->  external
-    ->  dag  ->  stages  ->  tools
+    ->  backends  ->  dag  ->  stages  ->  tools
+(the TRL backend turns its logs into tables through external's importer, so the backends sit
+above both the own trainer and external; the DAG build reads the TRL translation's refusals)
 `figures` stands apart: it draws from tables and imports no other part of grpo_dial. Lazy imports
 inside functions count too, so an arrow cannot hide in a function body.
 """
@@ -24,9 +26,10 @@ LAYERS = {
     "train": 4,
     "analysis": 5,
     "external": 6,
-    "dag": 7,
-    "stages": 8,
-    "tools": 9,
+    "backends": 7,
+    "dag": 8,
+    "stages": 9,
+    "tools": 10,
 }
 MAX_LINES = 400
 WORKFLOW = PACKAGE.parents[1] / "workflow"
@@ -86,16 +89,18 @@ def test_imports_run_down_the_layers():
 
 def test_core_imports_nothing_of_the_project():
     """core is closed forms and the advantage: nothing outside it; inside it every module may
-    use the shared field checks and the std factor, and only the estimator's modules read each
-    other (the advantage reads the dial, the registry and the token weights), and the registry
-    adds its estimators' labels to the arms' display names."""
-    shared = {"grpo_dial.core.checks", "grpo_dial.core.std_factor"}
+    use the shared field checks, the settings and the std factor, and only the estimator's
+    modules read each other (the advantage reads the dial, the registry and the token weights),
+    and the registry adds its estimators' labels to the arms' display names and takes HA-DW's
+    update rules' names from the anchor's module (the one list of them)."""
+    shared = {"grpo_dial.core.checks", "grpo_dial.core.settings", "grpo_dial.core.std_factor"}
     leaves = {"grpo_dial.core.dial", "grpo_dial.core.token_weights", "grpo_dial.core.estimators"}
     allowed = {m: shared for m in MODULES if part(m) == "core"}
     allowed["grpo_dial.core.advantage"] = shared | leaves
     allowed["grpo_dial.core.dial"] = shared | {"grpo_dial.core.estimators"}
     allowed["grpo_dial.core.estimators"] = shared | {
-        "grpo_dial.core.token_weights", "grpo_dial.core.arm_names"
+        "grpo_dial.core.token_weights", "grpo_dial.core.arm_names",
+        "grpo_dial.core.difficulty_anchor",
     }
     inward = {
         m: sorted(set(t) - allowed.get(m, set()))

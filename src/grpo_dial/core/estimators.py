@@ -20,8 +20,8 @@ the pipeline knows of its estimator, so a new one touches this module alone:
 - `preset`: the Dial fields of the recipe named `name`; `label`: its display name
   (core.arm_names, read by the summary and the figure stages).
 
-Standard library at import: torch is imported inside the functions, so the DAG build and the
-dial's checks read the registry without it.
+No torch at import (it is imported inside the functions; numpy comes with the anchor's rule
+names), so the DAG build and the dial's checks read the registry without it.
 """
 
 from __future__ import annotations
