@@ -6,12 +6,14 @@ The layers, lowest first (a module may import its own package and any lower laye
 (the TRL backend turns its logs into tables through external's importer, so the backends sit
 above both the own trainer and external; the DAG build reads the TRL translation's refusals)
 `figures` stands apart: it draws from tables and imports no other part of grpo_dial. Lazy imports
-inside functions count too, so an arrow cannot hide in a function body.
+inside functions count too, so an arrow cannot hide in a function body. docs/layout.md's package
+section names every module and subpackage, and only modules that exist.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -99,7 +101,8 @@ def test_core_imports_nothing_of_the_project():
     allowed["grpo_dial.core.advantage"] = shared | leaves
     allowed["grpo_dial.core.dial"] = shared | {"grpo_dial.core.estimators"}
     allowed["grpo_dial.core.estimators"] = shared | {
-        "grpo_dial.core.token_weights", "grpo_dial.core.arm_names",
+        "grpo_dial.core.token_weights",
+        "grpo_dial.core.arm_names",
         "grpo_dial.core.difficulty_anchor",
     }
     inward = {
@@ -194,9 +197,11 @@ def test_the_closed_forms_are_apart_from_the_estimator():
         tree = ast.parse(MODULES[module].read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [
-                    node.module or ""
-                ]
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                )
                 crossing += [f"{module}: {n}" for n in names if n.split(".")[0] == "torch"]
         allowed = {"grpo_dial.core.checks", "grpo_dial.core.std_factor"}
         crossing += [f"{module} -> {t}" for t in GRAPH[module] - allowed]
@@ -219,3 +224,65 @@ def test_no_analysis_module_imports_torch_unless_it_trains_or_differentiates():
             elif isinstance(node, ast.ImportFrom) and node.module == "grpo_dial.core.advantage":
                 heavy.append(f"{name}: grpo_dial.core.advantage (torch)")
     assert not heavy, heavy
+
+
+LAYOUT_DOC = PACKAGE.parents[1] / "docs" / "layout.md"
+
+
+def _package_bullets(text: str) -> list[list[str]]:
+    """The backticked names of each bullet of layout.md's package section, bullet by bullet."""
+    section = text.split("## The package", 1)[1].split("\n## ", 1)[0]
+    bullets: list[str] = []
+    for line in section.splitlines():
+        if line.startswith("- "):
+            bullets.append(line)
+        elif bullets and line.startswith("  "):
+            bullets[-1] += " " + line.strip()
+    return [re.findall(r"`([^`]+)`", bullet) for bullet in bullets]
+
+
+def _module_token(token: str) -> bool:
+    """A module path as layout.md writes one: `name.py`, `sub/`, `sub/name.py`."""
+    return re.fullmatch(r"[a-z_][a-z0-9_]*(/[a-z_][a-z0-9_]*)*(\.py|/)", token) is not None
+
+
+def _resolve(token: str, home: Path, below: bool = True) -> list[Path]:
+    """What a module token names: a path (with '/') from the package, from `home` or from the
+    repository; a bare name, the file or folder of that name in `home` (or below it)."""
+    name = token.rstrip("/")
+    wanted = Path.is_dir if token.endswith("/") else Path.is_file
+    if "/" in name:
+        found = [root / name for root in (PACKAGE, home, PACKAGE.parents[1])]
+    else:
+        found = [home / name]
+        found += [p for p in home.rglob(name) if "__pycache__" not in p.parts] if below else []
+    return sorted({p for p in found if wanted(p)})
+
+
+def _layout_names() -> tuple[set[Path], list[str]]:
+    """(every path layout.md names, the tokens that name nothing or more than one thing). A
+    bullet's first name is a part of the package (`core/`, `tables.py`); the rest resolve in it."""
+    named: set[Path] = set()
+    bad: list[str] = []
+    for tokens in _package_bullets(LAYOUT_DOC.read_text()):
+        tokens = [t for t in tokens if _module_token(t)]
+        if not tokens:
+            continue
+        head = _resolve(tokens[0], PACKAGE, below=False)
+        home = head[0] if len(head) == 1 and head[0].is_dir() else PACKAGE
+        for token, found in [(tokens[0], head)] + [(t, _resolve(t, home)) for t in tokens[1:]]:
+            if len(found) != 1:
+                bad.append(f"`{token}` ({len(found)} matches in {home.name}/)")
+            named |= set(found)
+    return named, bad
+
+
+def test_layout_doc_names_every_module_and_only_real_ones():
+    """docs/layout.md's package section names every module (each .py but __init__.py) and
+    subpackage of src/grpo_dial, and every module path it names exists, once."""
+    named, bad = _layout_names()
+    modules = [p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"]
+    packages = [p.parent for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE]
+    unnamed = sorted(str(p.relative_to(PACKAGE)) for p in modules + packages if p not in named)
+    assert not unnamed, f"docs/layout.md does not name: {unnamed}"
+    assert not bad, f"docs/layout.md names modules that are not one path: {bad}"

@@ -141,3 +141,25 @@ def test_ordered_bands_low_to_high_pass_rate_then_other_labels():
         "never", "medium", "other", "always", "unrated",
     ]  # fmt: skip
     assert band.astype(str).tolist() == table["band"].tolist()  # rows keep their order
+
+
+def test_two_seeds_give_no_interval_and_the_summary_prints_the_seeds():
+    """Two seeds: no t interval on one degree of freedom (it put samples_to_target at
+    86 [-36, 208], a count below zero); the table keeps each side's count and values."""
+    steps, evals = _runs({"uniform": [0.50, 0.54], "adaptive": [0.56, 0.60]})
+    table = ac.compare_arms(ac.accuracy_curves(steps, evals), steps, {"adaptive": "uniform"})
+    reach = table.set_index("metric").loc["samples_to_target"]
+    # target 0.52: adaptive at 64 + 64 (0.04 / 0.08) = 96 and 64 + 64 (0.02 / 0.10) = 76.8;
+    # uniform only on seed 1 at 64 + 64 (0.05 / 0.07)
+    assert np.isnan(reach["adaptive_lo"]) and np.isnan(reach["adaptive_hi"])
+    assert (reach["adaptive_n"], reach["adaptive_min"]) == (2, pytest.approx(76.8))
+    assert reach["adaptive_max"] == pytest.approx(96.0) and reach["uniform_n"] == 1
+    assert reach["diff_n"] == 1 and reach["diff_mean"] == pytest.approx(76.8 - 64 - 320 / 7)
+    text = summary_markdown({"allocation/comparison.csv": table})
+    line = next(x for x in text.splitlines() if "samples to reach accuracy 0.520" in x)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3:] == [
+        "2 seeds: 77, 96 (no interval below 3 seeds)", "1 seed: 110 (no interval below 3 seeds)",
+        "1 seed: -33 (no interval below 3 seeds) (2 / 1 of 2 seeds got there)",
+        "no verdict without an interval",
+    ]  # fmt: skip

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from scipy import stats
 
 from grpo_dial.analysis.aware_sim import simulate_tail
+from grpo_dial.analysis.seed_stats import t_interval
 from grpo_dial.core.dial import read_arm
 from grpo_dial.core.length_drift import tail_drift
 
@@ -34,8 +34,7 @@ def _drifts(spec: dict, ac: float, ae: float) -> np.ndarray:
 
 
 def _interval(x: np.ndarray, level: float = 0.99) -> tuple[float, float]:
-    half = stats.t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-    return float(x.mean() - half), float(x.mean() + half)
+    return t_interval(x, level)[1:3]
 
 
 @pytest.mark.parametrize("arm", sorted(ARMS))

@@ -14,7 +14,6 @@ from grpo_dial.analysis.channel import (
     drift_by_dial,
     predicted_ratio,
     run_drift,
-    seed_interval,
     tail_awareness,
     within_group_auc,
     within_group_gap,
@@ -130,14 +129,6 @@ def test_predicted_ratios() -> None:
     assert all(np.isnan(predicted_ratio(p, 8, 1.0, "lambda")))  # no closed form: measured only
     with pytest.raises(ValueError, match="length_norm='batch' is not valid"):
         predicted_ratio(p, 8, 1.0, "batch")
-
-
-def test_seed_interval_is_student_t() -> None:
-    x = np.array([1.0, 2.0, 4.0])
-    m, lo, hi = seed_interval(x, 0.9)
-    want = stats.t.interval(0.9, 2, loc=x.mean(), scale=stats.sem(x))
-    assert m == pytest.approx(x.mean()) and (lo, hi) == pytest.approx(want)
-    assert np.isnan(seed_interval(np.array([3.0]))[1])
 
 
 def test_drift_per_run_and_per_dial() -> None:

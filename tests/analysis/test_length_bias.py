@@ -136,7 +136,7 @@ def test_response_weights_are_the_aggregators_gradient():
     np.testing.assert_allclose(seq, 2 / (4 * lengths))
 
 
-SMALL = dict(n_prompts=64, steps=12, seeds=(0, 1), groups_per_batch=16, lr=4.0)
+SMALL = dict(n_prompts=64, steps=12, seeds=(0, 1, 2), groups_per_batch=16, lr=4.0)
 
 
 @pytest.fixture(scope="module")

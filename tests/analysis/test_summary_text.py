@@ -34,8 +34,15 @@ SIMULATE = pd.DataFrame({
     "realized_extreme_mass": 0.6, "hardest_quartile_final_p": [0.99362, 0.93800, 0.99184],
     "mean_silent_fraction": 0.8, "oversampling_factor": 1.0, "steps_to_mean_p_0_9": [26, 66, 29],
 })  # fmt: skip
-DAPO = pd.DataFrame({"model": ["closed_form", "saturating"], "n_params": [1, 2],
-                     "r2": [0.95, 0.97], "r2_lo": [0.9, np.nan], "r2_hi": [0.99, np.nan]})
+DAPO = pd.DataFrame(
+    {
+        "model": ["closed_form", "saturating"],
+        "n_params": [1, 2],
+        "r2": [0.95, 0.97],
+        "r2_lo": [0.9, np.nan],
+        "r2_hi": [0.99, np.nan],
+    }
+)
 
 
 def _length_bias():
@@ -192,9 +199,35 @@ def test_the_aware_tail_section_appears_only_with_its_tables():
     })  # fmt: skip
     assert "## The aware tail" not in summary_markdown({})
     text = summary_markdown({"aware/drift.csv": drift, "aware/bridge.csv": bridge})
-    section = text[text.index("## The aware tail"):]
+    section = text[text.index("## The aware tail") :]
     assert "grpo +1.560 [-1.500, +4.610], ratio 1.00 (closed form 1.00)" in section
     assert "dr_grpo -0.030 [-0.120, +0.050], ratio 0.01 (closed form 0.00)" in section
     assert "AUC of length for being wrong 0.68 [0.52, 0.83]" in section
     assert "+51 [+15, +96] characters" in section
     assert "[`aware/drift.csv`](aware/drift.csv), [`aware/bridge.csv`](aware/bridge.csv)" in section
+
+
+def test_two_seeds_print_their_values_not_a_t_interval():
+    """Below 3 seeds (analysis.seed_stats.MIN_SEEDS) the length-bias drift and ratio and the
+    aware tail's contrast show the seeds' values and why, never a t interval."""
+    from grpo_dial.analysis import length_bias_summary as lbs
+
+    rows = [{"arm": arm, "awareness": 1.0, "seed": seed, "step": 0, "measured_drift_wrong": m,
+             "predicted_drift_wrong": 2e-3, "measured_drift_correct": 0.0,
+             "predicted_drift_correct": 0.0, "tail_wrong": 4.0, "tail_correct": 4.0}
+            for arm, values in (("grpo", (2e-3, 4e-3)), ("nostd_sequence", (1e-3, 1e-3)))
+            for seed, m in enumerate(values)]  # fmt: skip
+    summary = lbs.summarize(pd.DataFrame(rows))
+    text = summary_markdown({"length_bias/synthetic/summary.csv": summary})
+    why = "(no interval below 3 seeds)"
+    # nostd's ratio per seed: 1e-3 / 2e-3 and 1e-3 / 4e-3
+    assert (f"| alpha 0, sequence normalizer | 2 seeds: 1.00e-03, 1.00e-03 {why} | 2.00e-03 | "
+            f"2 seeds: 0.2500, 0.5000 {why} |") in text  # fmt: skip
+    assert f"| GRPO | 2 seeds: 2.00e-03, 4.00e-03 {why} |" in text
+    drift = pd.DataFrame({
+        "quantity": ["contrast", "contrast"], "dial": ["grpo", "dr_grpo"], "n_seeds": [2, 1],
+        "mean": [1.5, -0.03], "lo": np.nan, "hi": np.nan, "min": [1.0, -0.03],
+        "max": [2.0, -0.03],
+    })  # fmt: skip
+    text = summary_markdown({"aware/drift.csv": drift})
+    assert (f"grpo 2 seeds: +1.000, +2.000 {why}; dr_grpo 1 seed: -0.030 {why}.") in text

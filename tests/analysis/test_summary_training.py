@@ -82,8 +82,14 @@ def test_trained_sections_come_and_go_with_their_tables():
     })  # fmt: skip
     prediction = pd.DataFrame({"inflation": ["within_incorrect"], "spearman_rho": [0.11],
                                "inflation_gap": [0.36], "n_runs": [12]})  # fmt: skip
-    identity = pd.DataFrame({"dial": ["grpo"], "length_norm": ["sequence"],
-                             "seq_relative_residual": [3e-16], "token_cosine": [0.96]})
+    identity = pd.DataFrame(
+        {
+            "dial": ["grpo"],
+            "length_norm": ["sequence"],
+            "seq_relative_residual": [3e-16],
+            "token_cosine": [0.96],
+        }
+    )
     steps["lambda"] = np.where(steps["dial"] == "grpo", np.nan, steps["step"] / 10)
     tables = {
         "decompose/summary.csv": runs, "decompose/all_steps.parquet": steps,
@@ -112,3 +118,72 @@ def test_base_policy_mean_and_levels_are_recomputed_from_the_prompts():
     assert f"Mean pass rate {k.mean() / 32:.3f} over 6 prompts (32 samples each)" in text
     hard, easy = k[:2].mean() / 32, k[2:].mean() / 32
     assert text.index(f"| o3d3 | 2 | {hard:.3f} |") < text.index(f"| o2d1 | 4 | {easy:.3f} |")
+
+
+def _comparison(seeds: dict[str, list[float]], level: float = 0.95) -> pd.DataFrame:
+    """allocation/comparison.csv's samples_to_target row from each side's seed values: the t
+    interval from scipy from 3 seeds on, none below (seed_stats' rule), written out here."""
+    from scipy import stats
+
+    row = {
+        "adaptive": "grpo_adaptive",
+        "uniform": "grpo",
+        "metric": "samples_to_target",
+        "n_seeds": len(seeds["adaptive"]),
+        "target": 0.5,
+        "reached_adaptive": len(seeds["adaptive"]),
+        "reached_uniform": len(seeds["uniform"]),
+    }
+    for side, x in seeds.items():
+        x = np.array(x)
+        half = (stats.t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+                if len(x) >= 3 else np.nan)  # fmt: skip
+        row |= {f"{side}_mean": x.mean(), f"{side}_lo": x.mean() - half,
+                f"{side}_hi": x.mean() + half, f"{side}_n": len(x), f"{side}_min": x.min(),
+                f"{side}_max": x.max()}  # fmt: skip
+    return pd.DataFrame([row])
+
+
+def _allocation_row(text: str) -> list[str]:
+    line = next(x for x in text.splitlines() if x.startswith("| GRPO, adaptive G vs GRPO |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_allocation_prints_the_seeds_not_an_interval_below_three_seeds():
+    two = _comparison({"adaptive": [2400.0, 3066.0], "uniform": [2800.0, 3200.0],
+                       "diff": [-400.0, -134.0]})  # fmt: skip
+    cells = _allocation_row(summary_markdown({"allocation/comparison.csv": two}))
+    why = "(no interval below 3 seeds)"
+    assert cells == [
+        "GRPO, adaptive G vs GRPO", "samples to reach accuracy 0.500", "2",
+        f"2 seeds: 2400, 3066 {why}", f"2 seeds: 2800, 3200 {why}",
+        f"2 seeds: -400, -134 {why} (2 / 2 of 2 seeds got there)", "no verdict without an interval",
+    ]  # fmt: skip
+    assert "-" not in cells[3] + cells[4]  # a count is never printed below zero
+
+
+def test_allocation_prints_the_t_interval_from_three_seeds():
+    three = _comparison({"adaptive": [2400.0, 3066.0, 2733.0], "uniform": [2800.0, 3200.0, 3000.0],
+                         "diff": [-400.0, -134.0, -267.0]})  # fmt: skip
+    cells = _allocation_row(summary_markdown({"allocation/comparison.csv": three}))
+    # t_{0.975, 2} = 4.3027: 2733 +- 4.3027 x 333 / sqrt 3, 3000 +- 4.3027 x 200 / sqrt 3, and
+    # -267 +- 4.3027 x 133 / sqrt 3
+    assert cells[2:] == [
+        "3", "2733 [1906, 3560]", "3000 [2503, 3497]",
+        "-267 [-597, +63] (3 / 3 of 3 seeds got there)", "no detectable difference",
+    ]  # fmt: skip
+    assert "-" not in cells[3] + cells[4]
+
+
+def test_length_pressure_from_two_seeds_prints_the_seeds():
+    from grpo_dial.analysis.length_pressure import dial_summary
+
+    per_run = pd.DataFrame({
+        "dial": "grpo", "seed": [0, 1], "normalizer": "sequence", "pressure_wrong": [2.5, 3.0],
+        "pressure_net": [1.5, 2.0], "wrong_length_change": [4.0, -1.0],
+        "correct_length_change": [0.0, 0.0], "within_incorrect": [4.6, np.nan],
+    })  # fmt: skip
+    text = summary_markdown({"length_pressure/summary.csv": dial_summary(per_run)})
+    why = "(no interval below 3 seeds)"
+    assert (f"| GRPO | sequence | 2 | 2 seeds: 2.50, 3.00 {why} | 2 seeds: 1.50, 2.00 {why} | "
+            f"1 seed: +4.6 {why} |") in text  # fmt: skip

@@ -4,7 +4,8 @@ samples to reach a target accuracy, silent fraction, and where the samples went.
 Inputs are the gathered run tables (a `dial` and a `seed` column in front): steps, evals and
 allocation (grpo_dial.train.records). `pairs` maps each adaptive arm to its uniform twin.
 Intervals over seeds are Student-t 95% intervals of the mean, mean +- t_{n-1} sd / sqrt(n)
-(NaN with one seed); differences are paired by seed.
+(analysis.seed_stats: NaN below 3 seeds, where each value also carries its count, smallest and
+largest seed value); differences are paired by seed.
 """
 
 from __future__ import annotations
@@ -13,34 +14,20 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from grpo_dial.analysis.seed_stats import interval_columns, t_interval
 from grpo_dial.core.bands import band_order
 
 CURVE_COLUMNS = ("dial", "seed", "step", "samples", "mode", "accuracy")
+LEVEL = 0.95  # of every interval over seeds here
 COMPARISON_COLUMNS = (
     "adaptive uniform metric n_seeds adaptive_mean adaptive_lo adaptive_hi uniform_mean "
-    "uniform_lo uniform_hi diff_mean diff_lo diff_hi target reached_adaptive reached_uniform"
+    "uniform_lo uniform_hi diff_mean diff_lo diff_hi target reached_adaptive reached_uniform "
+    "adaptive_n adaptive_min adaptive_max uniform_n uniform_min uniform_max diff_n diff_min "
+    "diff_max"
 ).split()
-BAND_COLUMNS = (
-    "dial seed band draws mean_G samples samples_share unsampled_share".split()
-)
-INTERVAL_COLUMNS = (
-    "dial mode step n_seeds samples accuracy_mean accuracy_lo accuracy_hi".split()
-)
-
-
-def t_interval(x: np.ndarray) -> tuple[float, float, float]:
-    """(mean, lo, hi): Student-t 95% interval of the mean of the finite values of x."""
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return np.nan, np.nan, np.nan
-    mean = float(x.mean())
-    if x.size == 1:
-        return mean, np.nan, np.nan
-    half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return mean, mean - half, mean + half
+BAND_COLUMNS = "dial seed band draws mean_G samples samples_share unsampled_share".split()
+INTERVAL_COLUMNS = "dial mode step n_seeds samples accuracy_mean accuracy_lo accuracy_hi".split()
 
 
 def accuracy_curves(steps: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
@@ -57,10 +44,10 @@ def accuracy_curves(steps: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
 
 def curve_intervals(curves: pd.DataFrame) -> pd.DataFrame:
     """Per (dial, mode, step) of the accuracy curves: seeds, mean samples spent, and the mean
-    accuracy over seeds with its t interval (t_interval)."""
+    accuracy over seeds with its 95% t interval (seed_stats.t_interval; NaN below 3 seeds)."""
     rows = [
         (dial, mode, step, len(part), float(part["samples"].mean()),
-         *t_interval(part["accuracy"].to_numpy()))
+         *t_interval(part["accuracy"].to_numpy(), LEVEL)[:3])
         for (dial, mode, step), part in curves.groupby(["dial", "mode", "step"], sort=True)
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
@@ -113,9 +100,7 @@ def compare_arms(
     rows = []
     for adaptive, uniform in pairs.items():
         arms = (adaptive, uniform)
-        seeds = sorted(
-            set.intersection(*({s for _, s in evaluated.get(arm, [])} for arm in arms))
-        )
+        seeds = sorted(set.intersection(*({s for _, s in evaluated.get(arm, [])} for arm in arms)))
         if not seeds:
             raise ValueError(f"no seed has both arms {adaptive!r} and {uniform!r} evaluated")
 
@@ -137,20 +122,13 @@ def compare_arms(
             metrics["silent_sample_share"] = per_seed(wasted)
         for metric, values in metrics.items():
             a, u = values[adaptive], values[uniform]
-            rows.append(
-                (
-                    adaptive,
-                    uniform,
-                    metric,
-                    len(seeds),
-                    *t_interval(a),
-                    *t_interval(u),
-                    *t_interval(a - u),
-                    goal,
-                    int(np.isfinite(reach[adaptive]).sum()),
-                    int(np.isfinite(reach[uniform]).sum()),
-                )
-            )
+            row = {"adaptive": adaptive, "uniform": uniform, "metric": metric,
+                   "n_seeds": len(seeds), "target": goal,
+                   "reached_adaptive": int(np.isfinite(reach[adaptive]).sum()),
+                   "reached_uniform": int(np.isfinite(reach[uniform]).sum())}  # fmt: skip
+            for side, x in (("adaptive", a), ("uniform", u), ("diff", a - u)):
+                row |= interval_columns(x, side, LEVEL, mean=f"{side}_mean")
+            rows.append(row)
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 

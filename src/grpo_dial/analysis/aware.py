@@ -29,8 +29,8 @@ arm (GRPO): `ratio_sgd` = E[u_arm] / E[u_ref] (the closed form as it stands, lr 
 norm (steps.parquet), beside the measured ratio with a seed interval. `clip_share` says how often
 the gradient norm exceeded grad_clip (then clipping, too, rescales the step).
 
-Intervals: Student-t over seeds at 90 % (channel.seed_interval); a ratio's interval comes from a
-bootstrap over seeds of both arms' means (percentile, n_boot resamples).
+Intervals: Student-t over seeds at 90 % (seed_stats.t_interval, none below 3 seeds); a ratio's
+interval comes from a bootstrap over seeds of both arms' means (percentile, n_boot resamples).
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.channel import seed_interval, within_group_auc
+from grpo_dial.analysis.channel import within_group_auc
+from grpo_dial.analysis.seed_stats import t_interval
+from grpo_dial.analysis.summary_format import over_seeds, signed
 from grpo_dial.core.dial import Dial
 from grpo_dial.core.length_drift import tail_drift
 
@@ -209,8 +211,8 @@ def _boot_ratio(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int, level: flo
 
 
 DRIFT_COLUMNS = (
-    "dial n_seeds quantity mean lo hi ratio ratio_lo ratio_hi ratio_sgd ratio_adam pred_sgd "
-    "grad_norm clip_share"
+    "dial n_seeds quantity mean lo hi min max ratio ratio_lo ratio_hi ratio_sgd ratio_adam "
+    "pred_sgd grad_norm clip_share"
 ).split()
 QUANTITIES = ("d_wrong", "d_correct", "contrast", "d_tail_wrong_resp", "d_tail_correct_resp")
 
@@ -229,7 +231,7 @@ def drift_table(
     rows = []
     for dial, d in runs.groupby("dial", sort=False):
         for q in QUANTITIES:
-            m, lo, hi = seed_interval(d[q].to_numpy())
+            m, lo, hi, _, low, high = t_interval(d[q].to_numpy())
             r, rlo, rhi = _boot_ratio(d[q].to_numpy(), ref[q].to_numpy(), n_boot, 0, level)
             path = "u_correct" if q == "d_correct" else "u_wrong"
             u_arm, u_ref = float(d[path].mean()), float(ref[path].mean())
@@ -243,6 +245,8 @@ def drift_table(
                     "mean": m,
                     "lo": lo,
                     "hi": hi,
+                    "min": low,
+                    "max": high,
                     "ratio": r,
                     "ratio_lo": rlo,
                     "ratio_hi": rhi,
@@ -278,7 +282,7 @@ def decomposition_table(per_run: pd.DataFrame, level: float = 0.9) -> pd.DataFra
     rows = []
     for dial, d in per_run.groupby("dial", sort=False):
         for q in DECOMPOSITION_TERMS:
-            m, lo, hi = seed_interval(d[q].to_numpy(), level)
+            m, lo, hi = t_interval(d[q].to_numpy(), level)[:3]
             rows.append({"dial": dial, "term": q, "mean": m, "lo": lo, "hi": hi, "n_seeds": len(d)})
     return pd.DataFrame(rows, columns=["dial", "term", "mean", "lo", "hi", "n_seeds"])
 
@@ -293,7 +297,17 @@ def summary_lines(drift: pd.DataFrame, bridge: pd.DataFrame | None = None) -> li
     for _, r in con.iterrows():
         w = wrong.loc[r["dial"]] if r["dial"] in wrong.index else None
         ratio = "" if w is None else f", ratio {w['ratio']:.2f} (closed form {w['ratio_sgd']:.2f})"
-        parts.append(f"{r['dial']} {r['mean']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]{ratio}")
+        cell = over_seeds(
+            r["mean"],
+            r["lo"],
+            r["hi"],
+            r.get("n_seeds"),
+            r.get("min"),
+            r.get("max"),
+            signed,
+            digits=3,
+        )
+        parts.append(f"{r['dial']} {cell}{ratio}")
     lines = ["- Aware tail, drift of log T~ - log T= (90 % over seeds): " + "; ".join(parts) + "."]
     if bridge is not None and len(bridge):
         b = bridge.set_index("quantity")

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from grpo_dial.analysis.seed_stats import t_interval
 from grpo_dial.core.dial import Dial
 from grpo_dial.core.theory import expected_sigma, expected_sigma_power
 from grpo_dial.data.tasks.arithmetic_tail import channel, check_values, split_tail
@@ -202,19 +202,6 @@ def prediction_table(p: np.ndarray, G: int, dials: Mapping[str, Dial]) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def seed_interval(x: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:
-    """(mean, lo, hi): Student-t interval over seeds; NaN bounds with fewer than 2 seeds."""
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return float("nan"), float("nan"), float("nan")
-    m = float(x.mean())
-    if len(x) < 2:
-        return m, float("nan"), float("nan")
-    half = stats.t.ppf((1 + level) / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-    return m, m - half, m + half
-
-
 # --------------------------------------------------------------------------- drift per run and dial
 
 DRIFT_QUANTITIES = (
@@ -250,7 +237,8 @@ def run_drift(awareness: pd.DataFrame, terms: pd.DataFrame, fraction: float = 0.
 def drift_by_dial(
     runs: pd.DataFrame, ratios: pd.DataFrame, reference: str = "grpo", level: float = 0.9
 ) -> pd.DataFrame:
-    """Per dial and DRIFT_QUANTITIES: mean and Student-t interval over seeds (runs: one row per
+    """Per dial and DRIFT_QUANTITIES: mean and Student-t interval over seeds (seed_stats.t_interval:
+    NaN below 3 seeds; runs: one row per
     dial and seed), the predicted ratio band to `reference` (ratios: dial, ratio_lo, ratio_hi),
     the prediction ratio x the reference's measured mean, and the measured ratio."""
     if reference not in set(runs["dial"]):
@@ -260,9 +248,9 @@ def drift_by_dial(
     band = ratios.set_index("dial")
     rows = []
     for q in DRIFT_QUANTITIES:
-        ref = seed_interval(runs.loc[runs["dial"] == reference, q], level)[0]
+        ref = t_interval(runs.loc[runs["dial"] == reference, q], level).mean
         for dial, d in runs.groupby("dial", sort=False):
-            m, lo, hi = seed_interval(d[q], level)
+            m, lo, hi = t_interval(d[q], level)[:3]
             r_lo, r_hi = band.loc[dial, ["ratio_lo", "ratio_hi"]].astype(float)
             rows.append(
                 {

@@ -11,7 +11,7 @@ T_end by m(T_end) = plateau (brentq). Competence follows one timescale tau,
 so c runs from 0 to 1 over the logged steps, T(t) = 1 + c(t)(T_end - 1), and the curve is m(T(t)).
 tau is the only free parameter: least squares, bounded scalar minimization over log tau.
 Beside it, a generic two-parameter saturating curve a(1 - exp(-(t - t0)/tau)) (least_squares).
-This is a consistency check, not a unique prediction: report both R^2.
+This is a consistency check, not a unique prediction: report both R^2 (seed_stats.r_squared).
 
 Departures from the paper's script, on purpose: c is normalized over the fixed logged range
 [t0, t1] in the bootstrap too (the script renormalized over each resample's own steps); m(T(c)) is
@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import optimize
+
+from grpo_dial.analysis.seed_stats import r_squared
 
 COLUMNS = ("step", "allcorrect_fraction")
 
@@ -91,11 +93,6 @@ def _solve_t_end(p: np.ndarray, plateau: float, n: int) -> float:
         if top > 60:
             raise ValueError(f"cannot reach plateau {plateau:.4f}: T_end would exceed e^60")
     return float(np.exp(optimize.brentq(f, 0.0, top, xtol=1e-12)))
-
-
-def _r2(fitted: np.ndarray, observed: np.ndarray) -> float:
-    ss_tot = float(np.sum((observed - observed.mean()) ** 2))
-    return 1.0 - float(np.sum((fitted - observed) ** 2)) / ss_tot if ss_tot > 0 else np.nan
 
 
 class _Models:
@@ -190,8 +187,8 @@ def fit_dapo(
         tb, yb = t[idx], y[idx]
         tau_b = models.fit_closed_form(tb, yb)
         a_b, tau_sb = models.fit_saturating(tb, yb)
-        boot_r2["closed_form"][b] = _r2(models.closed_form(tau_b, tb), yb)
-        boot_r2["saturating"][b] = _r2(models.saturating(a_b, tau_sb, tb), yb)
+        boot_r2["closed_form"][b] = r_squared(yb, models.closed_form(tau_b, tb))
+        boot_r2["saturating"][b] = r_squared(yb, models.saturating(a_b, tau_sb, tb))
         boot_curve["closed_form"][b] = models.closed_form(tau_b, t)
         boot_curve["saturating"][b] = models.saturating(a_b, tau_sb, t)
 
@@ -205,7 +202,7 @@ def fit_dapo(
             {
                 "model": m,
                 "n_params": n_params,
-                "r2": _r2(f, y),
+                "r2": r_squared(y, f),
                 "r2_lo": r2_lo,
                 "r2_hi": r2_hi,
                 "tau": tau_m,

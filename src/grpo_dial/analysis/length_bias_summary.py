@@ -1,5 +1,7 @@
 """Summaries of the length-bias simulation (analysis.length_bias): drift per arm and awareness
-with 90 % t intervals over seeds, ratios to GRPO, and the fit of the closed form.
+with 90 % t intervals over seeds (analysis.seed_stats: none below 3 seeds, where the columns
+<q>_n, <q>_min and <q>_max give the seeds' count and values), ratios to GRPO, and the fit of the
+closed form (R^2, seed_stats.r_squared).
 
 Ratios are taken per seed before the interval: every arm sees the same prompts and random
 streams (common random numbers), so most of the noise cancels in the ratio.
@@ -9,22 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student
 
-
-def _r2(measured: np.ndarray, predicted: np.ndarray) -> float:
-    """1 - sum (m - f)^2 / sum (m - mean m)^2; NaN when the measured series is constant."""
-    ss_tot = float(np.sum((measured - measured.mean()) ** 2))
-    return 1.0 - float(np.sum((measured - predicted) ** 2)) / ss_tot if ss_tot > 0 else np.nan
-
-
-def _interval(x: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:
-    """Mean and the t interval over replicates; NaN bounds with a single replicate."""
-    m = float(np.mean(x))
-    if x.size < 2:
-        return m, np.nan, np.nan
-    half = float(student.ppf(0.5 + level / 2, x.size - 1) * np.std(x, ddof=1) / np.sqrt(x.size))
-    return m, m - half, m + half
+from grpo_dial.analysis.seed_stats import interval_columns, r_squared
 
 
 def summarize(steps_df: pd.DataFrame) -> pd.DataFrame:
@@ -48,13 +36,8 @@ def summarize(steps_df: pd.DataFrame) -> pd.DataFrame:
     for (arm, aw), f in per_seed.groupby(["arm", "awareness"], sort=False):
         row = {"arm": arm, "awareness": aw, "n_seeds": len(f)}
         for path, m, pr in (("wrong", "mw", "pw"), ("correct", "mc", "pc")):
-            mean, lo, hi = _interval(f[m].to_numpy())
-            row |= {
-                f"measured_drift_{path}": mean,
-                f"measured_drift_{path}_lo": lo,
-                f"measured_drift_{path}_hi": hi,
-                f"predicted_drift_{path}": f[pr].mean(),
-            }
+            row |= interval_columns(f[m].to_numpy(), f"measured_drift_{path}")
+            row[f"predicted_drift_{path}"] = f[pr].mean()
         sel = (first["arm"] == arm) & (first["awareness"] == aw)
         sel_last = (last["arm"] == arm) & (last["awareness"] == aw)
         for path in ("wrong", "correct"):
@@ -70,10 +53,8 @@ def summarize(steps_df: pd.DataFrame) -> pd.DataFrame:
         good = np.abs(ref["pw"].reindex(key).to_numpy()) > 0 if len(ref) else base > 0
         per_seed[kind] = np.where(good, per_seed[col].to_numpy() / np.where(good, base, 1), np.nan)
     for i, (_, f) in enumerate(per_seed.groupby(["arm", "awareness"], sort=False)):
-        mean, lo, hi = _interval(f["measured"].to_numpy())
-        out.loc[
-            i, ["measured_ratio_to_grpo", "measured_ratio_to_grpo_lo", "measured_ratio_to_grpo_hi"]
-        ] = [mean, lo, hi]
+        cols = interval_columns(f["measured"].to_numpy(), "measured_ratio_to_grpo")
+        out.loc[i, list(cols)] = list(cols.values())
         out.loc[i, "predicted_ratio_to_grpo"] = f["predicted"].mean()
     return out
 
@@ -96,7 +77,7 @@ def fit(steps_df: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "path": path,
-                "r2": _r2(m, p),
+                "r2": r_squared(m, p),
                 "n_points": len(m),
                 "blind_max_abs_z": float(z.max()) if len(z) else np.nan,
             }

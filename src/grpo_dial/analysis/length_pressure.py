@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from grpo_dial.analysis.seed_stats import interval_columns
+
 NORMALIZERS = ("sequence", "token", "constant", "lambda")
 NEEDED = ("step", "group", "advantage", "reward")
 
@@ -152,28 +154,17 @@ def run_summary(steps: pd.DataFrame, window_fraction: float = 0.1) -> dict:
     }
 
 
-def _interval(x: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:
-    from scipy.stats import t as student
-
-    x = x[~np.isnan(x)]
-    m = float(x.mean()) if x.size else np.nan
-    if x.size < 2:
-        return m, np.nan, np.nan
-    half = float(student.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return m, m - half, m + half
-
-
 def dial_summary(per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per dial from per-run rows (dial, seed, normalizer, run_summary's keys): means and
     90 % t intervals over seeds of pressure_wrong, pressure_net, the two length changes and the
-    decomposition's within_incorrect term when given."""
+    decomposition's within_incorrect term when given, each with its seeds' count, smallest and
+    largest value (seed_stats.interval_columns: no interval below 3 seeds)."""
     rows = []
     for dial, f in per_run.groupby("dial", sort=False):
         row = {"dial": dial, "normalizer": f["normalizer"].iloc[0], "n_seeds": len(f)}
         cols = ["pressure_wrong", "pressure_net", "wrong_length_change", "correct_length_change"]
         for col in cols + [c for c in ("within_incorrect",) if c in f.columns]:
-            mean, lo, hi = _interval(f[col].to_numpy(dtype=float))
-            row |= {col: mean, f"{col}_lo": lo, f"{col}_hi": hi}
+            row |= interval_columns(f[col].to_numpy(dtype=float), col)
         rows.append(row)
     return pd.DataFrame(rows)
 

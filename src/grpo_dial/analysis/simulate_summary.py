@@ -8,13 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from grpo_dial.analysis.seed_stats import r_squared
+
 TARGET_MEAN_P = 0.9  # threshold behind summarize's steps_to_mean_p_0_9
-
-
-def _r2(measured: np.ndarray, predicted: np.ndarray) -> float:
-    """1 - sum (m - f)^2 / sum (m - mean m)^2; NaN when the measured series is constant."""
-    ss_tot = float(np.sum((measured - measured.mean()) ** 2))
-    return 1.0 - float(np.sum((measured - predicted) ** 2)) / ss_tot if ss_tot > 0 else np.nan
 
 
 def summarize(steps_df: pd.DataFrame, prompts_df: pd.DataFrame) -> pd.DataFrame:
@@ -41,7 +37,7 @@ def summarize(steps_df: pd.DataFrame, prompts_df: pd.DataFrame) -> pd.DataFrame:
             {
                 "arm": arm,
                 "lr": float(s["lr"].iloc[0]),
-                "silent_r2": _r2(
+                "silent_r2": r_squared(
                     s["silent_fraction"].to_numpy(), s["expected_silent_fraction"].to_numpy()
                 ),
                 "initial_extreme_mass": float(share[0]),

@@ -1,7 +1,8 @@
 """Number formats and markdown tables of the run summary (`analysis.summary_text`).
 
 Every number is printed with enough digits to tell neighbouring arms apart (a final pass rate
-with 4 decimals: 0.9936 against 0.9918), and a missing value as "n/a", never as 0.
+with 4 decimals: 0.9936 against 0.9918), and a missing value as "n/a", never as 0. A mean over
+seeds prints with its t interval from 3 seeds on and as the seeds' values below (`over_seeds`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
+
+from grpo_dial.analysis.seed_stats import MIN_SEEDS
 
 NA = "n/a"
 
@@ -43,12 +46,44 @@ def count(x) -> str:
 
 
 def interval(mean, lo, hi, fmt=num, **kw) -> str:
-    """'m [lo, hi]', or 'm' alone when the interval is missing (one seed)."""
+    """'m [lo, hi]', or 'm' alone when the interval is missing."""
     if missing(mean):
         return NA
     if missing(lo) or missing(hi):
         return fmt(mean, **kw)
     return f"{fmt(mean, **kw)} [{fmt(lo, **kw)}, {fmt(hi, **kw)}]"
+
+
+NO_INTERVAL = f"(no interval below {MIN_SEEDS} seeds)"
+
+
+def over_seeds(mean, lo, hi, n, low=None, high=None, fmt=num, **kw) -> str:
+    """A mean over n seeds: 'm [lo, hi]' with its t interval (seed_stats.t_interval); below
+    MIN_SEEDS, where there is none, the seeds' values and why: '1 seed: v (no interval below 3
+    seeds)', '2 seeds: low, high (...)' (low, high: the smallest and largest value). A table
+    without the count (n missing) prints as `interval`."""
+    if missing(mean):
+        return NA
+    if missing(n) or int(n) >= MIN_SEEDS:
+        return interval(mean, lo, hi, fmt, **kw)
+    if int(n) == 1:
+        return f"1 seed: {fmt(mean, **kw)} {NO_INTERVAL}"
+    values = (
+        f"mean {fmt(mean, **kw)}"
+        if missing(low) or missing(high)
+        else f"{fmt(low, **kw)}, {fmt(high, **kw)}"
+    )
+    return f"{int(n)} seeds: {values} {NO_INTERVAL}"
+
+
+def seed_cell(row: Mapping, name: str, fmt=num, mean: str | None = None, **kw) -> str:
+    """over_seeds on a table row holding seed_stats.interval_columns(x, name, mean=mean)'s
+    columns (name or `mean`, name_lo, name_hi, name_n, name_min, name_max)."""
+    get = row.get
+    return over_seeds(
+        get(name if mean is None else mean), get(f"{name}_lo"), get(f"{name}_hi"),
+        get(f"{name}_n"), get(f"{name}_min"), get(f"{name}_max"), fmt, **kw,
+    )  # fmt: skip
 
 
 def arrow(before, after, fmt=num, **kw) -> str:
@@ -87,6 +122,6 @@ def one(tables: Mapping[str, pd.DataFrame], path: str) -> pd.DataFrame | None:
 
 
 __all__ = [
-    "NA", "arrow", "count", "interval", "md_table", "missing", "num", "one", "pct", "pick",
-    "sci", "signed", "source",
+    "NA", "NO_INTERVAL", "arrow", "count", "interval", "md_table", "missing", "num", "one",
+    "over_seeds", "pct", "pick", "sci", "seed_cell", "signed", "source",
 ]  # fmt: skip

@@ -20,6 +20,7 @@ from grpo_dial.analysis.summary_format import (
     pct,
     pick,
     sci,
+    seed_cell,
     signed,
     source,
 )
@@ -133,11 +134,9 @@ def length_bias(tables: Tables) -> list[str]:
         top = t[t["awareness"] == t["awareness"].max()]
         rows = [[
             arm_name(r["arm"]),
-            interval(r["measured_drift_wrong"], r["measured_drift_wrong_lo"],
-                     r["measured_drift_wrong_hi"], sci, digits=2),
+            seed_cell(r, "measured_drift_wrong", sci, digits=2),
             sci(r["predicted_drift_wrong"], 2),
-            interval(r["measured_ratio_to_grpo"], r["measured_ratio_to_grpo_lo"],
-                     r["measured_ratio_to_grpo_hi"], num, digits=4),
+            seed_cell(r, "measured_ratio_to_grpo", num, digits=4),
             num(r["predicted_ratio_to_grpo"], 4),
             arrow(r["tail_wrong_start"], r["tail_wrong_end"], num, digits=1),
             arrow(r["tail_correct_start"], r["tail_correct_end"], num, digits=1),

@@ -20,6 +20,7 @@ from grpo_dial.analysis.summary_format import (
     one,
     pct,
     sci,
+    seed_cell,
     signed,
     source,
 )
@@ -71,9 +72,20 @@ def rl_runs(tables: Tables) -> list[str]:
     if t is None:
         return []
     samples = samples_per_step(one(tables, STEPS))
-    cols = ["accuracy_before", "accuracy_after", "heldout_sampled_before", "heldout_sampled_after",
-            "heldout_greedy_before", "heldout_greedy_after", "total", "incorrect_share",
-            "within_incorrect_work", "within_incorrect_redundant", "mix", "within_correct"]
+    cols = [
+        "accuracy_before",
+        "accuracy_after",
+        "heldout_sampled_before",
+        "heldout_sampled_after",
+        "heldout_greedy_before",
+        "heldout_greedy_after",
+        "total",
+        "incorrect_share",
+        "within_incorrect_work",
+        "within_incorrect_redundant",
+        "mix",
+        "within_correct",
+    ]
     mean = t.groupby("dial", sort=False)[cols].mean()
     n_seeds = t.groupby("dial", sort=False)["seed"].nunique()
     rows = [[
@@ -149,10 +161,8 @@ def length_pressure(tables: Tables) -> list[str]:
     inflation = "within_incorrect" if "within_incorrect" in t else "wrong_length_change"
     rows = [[
         arm_name(r["dial"]), r["normalizer"], str(r["n_seeds"]),
-        interval(r["pressure_wrong"], r["pressure_wrong_lo"], r["pressure_wrong_hi"], num,
-                 digits=2),
-        interval(r["pressure_net"], r["pressure_net_lo"], r["pressure_net_hi"], num, digits=2),
-        interval(r[inflation], r[f"{inflation}_lo"], r[f"{inflation}_hi"], signed, digits=1),
+        seed_cell(r, "pressure_wrong", num, digits=2), seed_cell(r, "pressure_net", num, digits=2),
+        seed_cell(r, inflation, signed, digits=1),
     ] for _, r in t.iterrows()]  # fmt: skip
     lines = ["## Length pressure in the RL runs", "", MACHINE, "",
              *md_table(["arm", "normalizer", "seeds", "pressure on wrong answers",
@@ -160,16 +170,20 @@ def length_pressure(tables: Tables) -> list[str]:
     pred = one(tables, pred_path)
     if pred is not None:
         p = pred.iloc[0]
-        lines += [f"Across {int(p['n_runs'])} runs the Spearman correlation between pressure and "
-                  f"inflation is {num(p['spearman_rho'], 2)}; runs with pressure inflate by "
-                  f"{signed(p['inflation_gap'], 2)} characters more than those without.", ""]
+        lines += [
+            f"Across {int(p['n_runs'])} runs the Spearman correlation between pressure and "
+            f"inflation is {num(p['spearman_rho'], 2)}; runs with pressure inflate by "
+            f"{signed(p['inflation_gap'], 2)} characters more than those without.",
+            "",
+        ]
     return [*lines, source(path, *([pred_path] if pred is not None else [])), ""]
 
 
 def _verdict(r: pd.Series) -> str:
-    """'no detectable difference' unless the paired interval excludes 0."""
-    if missing(r["diff_lo"]):
-        return "one seed: no interval"
+    """'no detectable difference' unless the paired interval excludes 0; none without an
+    interval (fewer than 3 seeds, seed_stats.MIN_SEEDS)."""
+    if missing(r["diff_lo"]) or missing(r["diff_hi"]):
+        return "no verdict without an interval"
     if r["diff_lo"] > 0:
         return "adaptive higher"
     return "adaptive lower" if r["diff_hi"] < 0 else "no detectable difference"
@@ -202,10 +216,10 @@ def allocation(tables: Tables) -> list[str]:
                        f"{int(r['n_seeds'])} seeds got there)")  # fmt: skip
         rows.append([
             f"{arm_name(r['adaptive'])} vs {arm_name(r['uniform'])}", label, str(r["n_seeds"]),
-            interval(r["adaptive_mean"], r["adaptive_lo"], r["adaptive_hi"], **fmt),
-            interval(r["uniform_mean"], r["uniform_lo"], r["uniform_hi"], **fmt),
-            interval(r["diff_mean"], r["diff_lo"], r["diff_hi"], signed, digits=digits)
-            + reached, _verdict(r),
+            seed_cell(r, "adaptive", mean="adaptive_mean", **fmt),
+            seed_cell(r, "uniform", mean="uniform_mean", **fmt),
+            seed_cell(r, "diff", signed, mean="diff_mean", digits=digits) + reached,
+            _verdict(r),
         ])  # fmt: skip
     lines = ["## Adaptive against uniform group sizes (equal samples per step)", "", MACHINE, "",
              *md_table(["pair", "metric", "seeds", "adaptive", "uniform", "difference",

@@ -1,0 +1,66 @@
+"""Tests for grpo_dial.analysis.seed_stats: the t interval over seeds against hand numbers and
+scipy.stats.t, no interval below 3 seeds, and R^2 with its argument order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from grpo_dial.analysis.seed_stats import MIN_SEEDS, interval_columns, r_squared, t_interval
+
+
+def test_t_interval_by_hand():
+    # x = 1, 2, 4: mean 7/3, sd sqrt(7/3), se sqrt(7/9); t_{0.95, 2} = 2.919986
+    s = t_interval([1.0, 2.0, 4.0], 0.9)
+    half = 2.919986 * np.sqrt(7 / 9)
+    assert s.mean == pytest.approx(7 / 3)
+    assert (s.lo, s.hi) == pytest.approx((7 / 3 - half, 7 / 3 + half), abs=1e-5)
+    assert (s.lo, s.hi) == pytest.approx((-0.24185, 4.90852), abs=1e-5)
+    assert (s.n, s.low, s.high) == (3, 1.0, 4.0)
+
+
+@pytest.mark.parametrize("level", [0.8, 0.9, 0.95])
+@pytest.mark.parametrize("n", [3, 5, 12])
+def test_t_interval_is_scipy_student_t(n, level):
+    x = np.random.default_rng(n).normal(3.0, 2.0, n)
+    s = t_interval(x, level)
+    want = stats.t.interval(level, n - 1, loc=x.mean(), scale=stats.sem(x))
+    assert (s.lo, s.hi) == pytest.approx(want, rel=1e-12)
+
+
+def test_non_finite_values_are_dropped_and_counted_out():
+    s = t_interval([1.0, np.nan, 2.0, np.inf, 4.0], 0.9)
+    assert s == t_interval([1.0, 2.0, 4.0], 0.9)
+
+
+def test_no_interval_below_three_seeds():
+    assert MIN_SEEDS == 3
+    two = t_interval([3066.0, 2400.0], 0.95)
+    assert two.mean == 2733.0 and np.isnan(two.lo) and np.isnan(two.hi)
+    assert (two.n, two.low, two.high) == (2, 2400.0, 3066.0)
+    one = t_interval([np.nan, 5.0])
+    assert (one.mean, one.n, one.low, one.high) == (5.0, 1, 5.0, 5.0) and np.isnan(one.lo)
+    none = t_interval([np.nan])
+    assert none.n == 0 and np.isnan(none.mean) and np.isnan(none.low)
+
+
+def test_bad_level_is_one_line():
+    with pytest.raises(ValueError, match=r"level must lie in \(0, 1\), got 95"):
+        t_interval([1.0, 2.0, 3.0], 95)
+
+
+def test_interval_columns_names():
+    cols = interval_columns([1.0, 2.0, 4.0], "drift", 0.9)
+    assert list(cols) == ["drift", "drift_lo", "drift_hi", "drift_n", "drift_min", "drift_max"]
+    assert cols["drift_lo"] == t_interval([1.0, 2.0, 4.0], 0.9).lo
+    assert list(interval_columns([1.0], "diff", mean="diff_mean"))[0] == "diff_mean"
+
+
+def test_r_squared_by_hand_and_its_argument_order():
+    # observed 1 2 3 4 (mean 2.5, ss_tot 5), predicted 1 2 3 5: ss_res 1, R^2 = 0.8; swapped,
+    # ss_tot of 1 2 3 5 is 8.75, so 1 - 1 / 8.75 would be the wrong answer
+    assert r_squared([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 5.0]) == pytest.approx(0.8)
+    assert np.isnan(r_squared([2.0, 2.0], [1.0, 3.0]))  # nothing to explain
+    with pytest.raises(ValueError, match=r"observed \(2,\) and predicted \(3,\)"):
+        r_squared([1.0, 2.0], [1.0, 2.0, 3.0])
