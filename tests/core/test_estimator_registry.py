@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -33,7 +34,6 @@ def _config_with_arm(spec: dict) -> dict:
 @pytest.fixture
 def toy():
     """A toy advantage estimator: the sign of the group advantage, on dials with alpha 0.5."""
-    from grpo_dial import figures
     from grpo_dial.core.arm_names import ARM_NAMES
 
     @register_estimator(
@@ -50,7 +50,6 @@ def toy():
     yield ESTIMATORS["toy_grpo"]
     del ESTIMATORS["toy_grpo"]
     ARM_NAMES.pop("toy_grpo", None)
-    figures.NAMES.pop("toy_grpo", None)
 
 
 def test_the_three_fixes_are_registered_in_order():
@@ -81,12 +80,13 @@ def test_a_toy_estimator_reaches_an_arm_the_schema_and_a_figure_label(toy):
     assert advantages(r, ids, arm.dial).tolist() == group.sign().tolist()
     # the schema: the preset enum is the live list, so the arm validates
     assert config_error(_config_with_arm({"preset": "toy_grpo"}), read_schema(SCHEMA)) is None
-    # a figure label: every figure stage hands the registered labels to the figures
-    from grpo_dial.figures import label
-    from grpo_dial.stages.registry import stage_for
+    # a figure label: the figure stages pass ARM_NAMES, which now holds the registered label
+    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.figures.training import decomposition_labels
 
-    stage_for("simulation_figure")
-    assert label("toy_grpo") == "Toy GRPO" == arm_name("toy_grpo") == toy.label
+    runs = pd.DataFrame({"dial": ["toy_grpo", "grpo"], "seed": [3, 0]})
+    assert decomposition_labels(runs, names=ARM_NAMES) == ["Toy GRPO, seed 3", "GRPO, seed 0"]
+    assert arm_name("toy_grpo") == toy.label == "Toy GRPO"
 
 
 def test_without_the_toy_the_schema_refuses_its_preset():
