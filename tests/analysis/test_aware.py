@@ -152,7 +152,11 @@ def test_summary_lines_and_figures_from_the_tables(tmp_path):
     lines = summary_lines(drift)
     assert lines[0].startswith("- Aware tail") and "grpo +0.120" in lines[0]
     steps = s.assign(dial="grpo", seed=0)
-    save(aware_figure(steps, drift), tmp_path / "a.png")
+    fig = aware_figure(steps, drift, names={"grpo": "G-label"})
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["G-label"]
+    assert [t.get_text() for t in fig.axes[2].get_yticklabels()] == ["G-label", "dr_grpo"]
+    assert fig.axes[2].get_xlabel().startswith("contrast drift / G-label's")
+    save(fig, tmp_path / "a.png")
     dec = decomposition_table(
         pd.DataFrame(
             [
@@ -168,5 +172,8 @@ def test_summary_lines_and_figures_from_the_tables(tmp_path):
             ]
         )  # fmt: skip
     )
-    save(decomposition_figure(dec), tmp_path / "d.png")
+    fig = decomposition_figure(dec, names={"grpo": "G-label"})
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["G-label"]
+    assert fig.texts[0].get_text().endswith("within incorrect: G-label +1.00")
+    save(fig, tmp_path / "d.png")
     assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "d.png").stat().st_size > 0

@@ -1,10 +1,13 @@
-"""The arms' display names come from one table, grpo_dial.core.arm_names: the figure stages hand
-it to the figures, the summary reads it, the palette is keyed by the same arm keys, and no other
-module spells an arm's name."""
+"""The arms' display names come from one table, grpo_dial.core.arm_names: the figure stages pass
+it to every figure that names arms (names=, no state in grpo_dial.figures), the summary reads it,
+the palette is keyed by the same arm keys, and no other module spells an arm's name."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import pkgutil
 from pathlib import Path
 
 import numpy as np
@@ -16,29 +19,95 @@ from grpo_dial.analysis.simulate import ARMS, SimulationConfig, simulate
 from grpo_dial.analysis.simulate_summary import summarize
 from grpo_dial.analysis.summary_training import RUNS, rl_runs
 from grpo_dial.core.arm_names import ARM_NAMES
-from grpo_dial.figures.simulation import simulation_figure
 from grpo_dial.stages.registry import stage_for
+from grpo_dial.tables import write_table
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "grpo_dial"
 
 
-def test_a_figure_stage_hands_every_figure_the_one_table():
-    figures.use_names({})
-    stage_for("simulation_figure")
-    assert {arm: figures.label(arm) for arm in ARM_NAMES} == ARM_NAMES
+def _named_figures() -> set[tuple[str, str]]:
+    """(module, function) of every figure (a `*_figure` function) that takes the names table."""
+    found = set()
+    for info in pkgutil.iter_modules(figures.__path__):
+        module = importlib.import_module(f"grpo_dial.figures.{info.name}")
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            takes = "names" in inspect.signature(fn).parameters
+            if fn.__module__ == module.__name__ and name.endswith("_figure") and takes:
+                found.add((module.__name__, name))
+    return found
+
+
+def _figure_calls(path: Path) -> list[tuple[tuple[str, str], ast.Call]]:
+    """Calls in a stage module to a function of grpo_dial.figures.*, resolved through the
+    function-local imports (`from grpo_dial.figures.x import f as draw`, `... import x as f`)."""
+    calls = []
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        funcs, modules = {}, {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "grpo_dial.figures"
+            ):
+                for a in node.names:
+                    if node.module == "grpo_dial.figures" and a.name != "save":
+                        modules[a.asname or a.name] = f"grpo_dial.figures.{a.name}"
+                    else:
+                        funcs[a.asname or a.name] = (node.module, a.name)
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in funcs:
+                calls.append((funcs[f.id], node))
+            elif isinstance(f, ast.Attribute) and getattr(f.value, "id", None) in modules:
+                calls.append(((modules[f.value.id], f.attr), node))
+    return calls
+
+
+def test_every_figure_stage_passes_the_one_table_to_every_figure_that_names_arms():
+    named = _named_figures()
+    assert ("grpo_dial.figures.channel", "channel_figure") in named  # the scan sees them
+    called = {}
+    for path in sorted((PACKAGE / "stages").glob("*.py")):
+        for target, call in _figure_calls(path):
+            if target in named:
+                passed = {k.arg: k.value for k in call.keywords}
+                ok = isinstance(passed.get("names"), ast.Name) and passed["names"].id == "ARM_NAMES"
+                called[target] = called.get(target, True) and ok
+    assert called == dict.fromkeys(named, True)  # each drawn by a stage, always with ARM_NAMES
+
+
+def test_a_figure_stage_draws_the_names_of_the_one_table(tmp_path, monkeypatch):
+    """rule simulation_figure end to end from its tables on disk: the legend reads ARM_NAMES,
+    whatever was drawn before (the stage lookup sets nothing)."""
     steps, prompts = simulate(np.random.default_rng(0).beta(0.7, 0.9, 300),
                               SimulationConfig(n_prompts=40, steps=2))  # fmt: skip
-    fig = simulation_figure(steps, prompts, summarize(steps, prompts))
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    tables = {"steps": steps, "prompts": prompts, "summary": summarize(steps, prompts)}
+    inputs = {k: str(tmp_path / f"{k}.parquet") for k in tables}
+    for k, frame in tables.items():
+        write_table(frame, inputs[k])
+    drawn = []
+    monkeypatch.setattr(figures, "save", lambda fig, *paths: drawn.append(fig))
+    stage_for("simulation_figure")(inputs, {"figure_png": str(tmp_path / "f.png")}, {})
+    legend = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
     assert legend == [ARM_NAMES[arm] for arm in ARMS]
-    plt.close(fig)
+    plt.close(drawn[0])
+
+
+def test_label_and_palette_read_the_table_they_are_given():
+    names = {"grpo": "G-label"}
+    assert figures.label("grpo", names) == "G-label" and figures.label("dapo", names) == "dapo"
+    assert figures.label("grpo") == "grpo"  # no table: the key, whatever was passed before
+    assert not hasattr(figures, "use_names") and not hasattr(figures, "NAMES")
 
 
 def test_the_palette_is_keyed_by_arm_keys():
     assert set(figures.COLORS) <= set(ARM_NAMES)
-    assert figures.palette(["grpo", "no_such_arm"]) == {
-        figures.label("grpo"): figures.COLORS["grpo"], "no_such_arm": "grey"
-    }
+    assert figures.palette(["grpo", "no_such_arm"], {"grpo": "G-label"}) == {
+        "G-label": figures.COLORS["grpo"], "no_such_arm": "grey"
+    }  # fmt: skip
+    assert figures.palette(["grpo"]) == {"grpo": figures.COLORS["grpo"]}
 
 
 def test_the_summary_names_arms_from_the_table():
@@ -47,8 +116,8 @@ def test_the_summary_names_arms_from_the_table():
             "within_incorrect_work", "within_incorrect_redundant", "mix", "within_correct",
             "final_silent_fraction", "extreme_mass_share", "incorrect_share_lo",
             "incorrect_share_hi"]  # fmt: skip
-    runs = pd.DataFrame([{"dial": d, "seed": 0, "total": 1.0, "total_lo": 0.0, "total_hi": 2.0,
-                          **dict.fromkeys(cols, 0.5)} for d in ("grpo", "nostd_sequence")])
+    row = {"seed": 0, "total": 1.0, "total_lo": 0.0, "total_hi": 2.0, **dict.fromkeys(cols, 0.5)}
+    runs = pd.DataFrame([{"dial": d, **row} for d in ("grpo", "nostd_sequence")])
     text = "\n".join(rl_runs({RUNS: runs}))
     for dial in ("grpo", "nostd_sequence"):
         assert f"| {ARM_NAMES[dial]} | 1 |" in text and f"| {ARM_NAMES[dial]} | 0 |" in text

@@ -1,10 +1,12 @@
 """The channel and tail-drift figures draw what their tables say: the curves are the seed means,
-the predicted band is the table's, and the titles state the numbers."""
+the predicted band is the table's, the titles state the numbers, and the arms are named by the
+table handed in (their keys without one)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from matplotlib import pyplot as plt
 
 from grpo_dial.figures.channel import channel_figure
@@ -20,18 +22,36 @@ CHANNEL = pd.DataFrame(
      "sensitivity": [0.25, 0.5, 0.7, 0.2], "false_alarm": [0.05, 0.1, 0.1, 0.0],
      "continue_gap": [0.0, 0.1, 0.3, 0.0], "auc_tail": [0.51, 0.6, 0.6, 0.5]}
 )  # fmt: skip
+NAMES = {"grpo": "G-label", "dr_grpo": "D-label", "nostd_sequence": "N-label"}  # not the project's
+
+
+def _ticks(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_xticklabels()]
 
 
 def test_channel_figure_curves_and_title() -> None:
-    fig = channel_figure(CHANNEL, AWARE)
+    fig = channel_figure(CHANNEL, AWARE, names=NAMES)
     tails = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
-    np.testing.assert_allclose(tails["GRPO"].get_ydata(), 20.5)  # wrong tails, seed mean
+    np.testing.assert_allclose(tails["G-label"].get_ydata(), 20.5)  # wrong tails, seed mean
     lines = {ln.get_label(): ln for ln in fig.axes[1].get_lines()}
-    np.testing.assert_allclose(lines["GRPO"].get_ydata(), 0.505 + 0.01 * np.arange(4))
+    np.testing.assert_allclose(lines["G-label"].get_ydata(), 0.505 + 0.01 * np.arange(4))
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["G-label", "D-label"]
     bars = [p.get_height() for p in fig.axes[3].patches]
     assert bars[:3] == [0.25, 0.6, 0.2]  # sensitivity of base, grpo (seed mean), dr_grpo
+    assert _ticks(fig.axes[3]) == ["base", "G-label", "D-label"]  # 'base' has no name: its key
     title = fig.texts[0].get_text()
     assert "25% of wrong answers' checks disagree" in title and "0.51 at the base" in title
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(("names", "shown"), [({"grpo": "GRPO"}, "GRPO"), (None, "grpo")])
+def test_channel_figure_shows_the_names_handed_in_else_the_keys(names, shown) -> None:
+    """The same tables drawn twice: with names={'grpo': 'GRPO'} the arm reads GRPO wherever it is
+    named (legend, bar ticks); without names, its key grpo. dr_grpo has no name either way."""
+    fig = channel_figure(CHANNEL, AWARE, names=names)
+    assert [ln.get_label() for ln in fig.axes[1].get_lines()][:2] == [shown, "dr_grpo"]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [shown, "dr_grpo"]
+    assert _ticks(fig.axes[3]) == ["base", shown, "dr_grpo"]
     plt.close(fig)
 
 
@@ -50,14 +70,19 @@ def _drift(grpo_lo: float) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_drift_figure_draws_prediction_next_to_measurement() -> None:
     drift, runs = _drift(grpo_lo=1.0)
-    fig = length_drift_runs_figure(drift, runs)
+    fig = length_drift_runs_figure(drift, runs, names=NAMES)
     assert len(fig.axes) == 2  # one panel per arm paired with GRPO
     ax = fig.axes[0]
     predicted = [ln for ln in ax.get_lines() if ln.get_label() == "predicted"][0]
     assert predicted.get_ydata().tolist() == [0.8, 0.8]
-    assert "ratio predicted 0.40" in ax.get_title() and "measured 0.50" in ax.get_title()
-    assert "the length bias acts on the tail" in fig.texts[0].get_text()
+    assert ax.get_title() == "N-label: ratio predicted 0.40,\nmeasured 0.50"
+    assert _ticks(ax) == ["G-label", "N-label", "predicted"]
+    assert _ticks(fig.axes[1]) == ["G-label", "D-label", "predicted"]
+    title = fig.texts[0].get_text()
+    assert title.startswith("G-label's tail drift +2.00 [+1.00, +3.00]: the length bias acts")
     plt.close(fig)
     fig = length_drift_runs_figure(*_drift(grpo_lo=-0.1))
+    assert fig.texts[0].get_text().startswith("grpo's tail drift")  # no names: the keys
+    assert _ticks(fig.axes[0]) == ["grpo", "nostd_sequence", "predicted"]
     assert "no drift beyond seed noise" in fig.texts[0].get_text()
     plt.close(fig)

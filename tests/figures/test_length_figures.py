@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.core.arm_names import ARM_NAMES
-from grpo_dial.figures import use_names
 from grpo_dial.figures.length_bias import length_bias_figure
 from grpo_dial.figures.length_bias import title as bias_title
 from grpo_dial.figures.length_pressure import length_pressure_figure
 from grpo_dial.figures.length_pressure import title as pressure_title
 
 ARMS = ["grpo", "dr_grpo", "nostd_sequence"]
+NAMES = {"grpo": "G-label", "nostd_sequence": "N-label"}  # dr_grpo unnamed: shown by its key
 
 
 def _bias_tables():
@@ -66,11 +66,15 @@ def _bias_tables():
 
 def test_length_bias_title_states_the_numbers_from_the_tables():
     steps, summary, fit, curve = _bias_tables()
-    text = bias_title(summary, fit)
-    assert "4.0 -> 8.0" in text and "0.40x" in text and "R^2 0.97" in text
-    fig = length_bias_figure(steps, summary, fit, curve)
+    text = bias_title(summary, fit, names=NAMES)
+    assert "4.0 -> 8.0" in text and "N-label at 0.40x" in text and "R^2 0.97" in text
+    assert "nostd_sequence at 0.40x" in bias_title(summary, fit)  # no names: the key
+    fig = length_bias_figure(steps, summary, fit, curve, names=NAMES)
     assert fig._suptitle.get_text() == text
     assert len(fig.axes) == 4
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["G-label", "dr_grpo", "N-label"]
+    assert [t.get_text() for t in fig.axes[3].get_xticklabels()] == legend
 
 
 def test_length_pressure_title_says_whether_pressure_predicts_inflation():
@@ -95,8 +99,10 @@ def test_length_pressure_title_says_whether_pressure_predicts_inflation():
             "pressure_net": 0.0,
         }
     )
-    fig = length_pressure_figure(steps, runs, null)
+    fig = length_pressure_figure(steps, runs, null, names=NAMES)
     assert "does not predict" in fig._suptitle.get_text()
+    legend = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert legend == {"G-label", "dr_grpo"}
 
 
 def test_length_bias_figure_draws_an_arm_without_a_closed_form():
@@ -110,8 +116,7 @@ def test_length_bias_figure_draws_an_arm_without_a_closed_form():
     )
     summary2 = pd.concat([summary, extra], ignore_index=True)
     curve = pd.concat([curve, curve[curve["arm"] == "grpo"].assign(**lam)], ignore_index=True)
-    use_names(ARM_NAMES)
-    fig = length_bias_figure(steps, summary2, fit, curve)
-    assert fig._suptitle.get_text() == bias_title(summary, fit)
+    fig = length_bias_figure(steps, summary2, fit, curve, names=ARM_NAMES)
+    assert fig._suptitle.get_text() == bias_title(summary, fit, names=ARM_NAMES)
     labels = [t.get_text() for t in fig.axes[3].get_xticklabels()]
     assert ARM_NAMES["lambda_pos"] in labels

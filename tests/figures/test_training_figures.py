@@ -11,7 +11,7 @@ import yaml
 from matplotlib import pyplot as plt
 
 from grpo_dial.core.arm_names import ARM_NAMES
-from grpo_dial.figures import training, use_names
+from grpo_dial.figures import training
 
 
 def _curves(n_steps=30):
@@ -46,13 +46,16 @@ def test_decomposition_stacks_the_terms_of_each_run():
         rows.append(("grpo", seed, "term", "total", total, 1.0, total - 1, total + 1))
     terms = pd.DataFrame(rows, columns=["dial", "seed", "kind", "quantity", "value", "share",
                                         "lo", "hi"])  # fmt: skip
-    use_names({})
-    fig = training.decomposition_figure(terms)
+    fig = training.decomposition_figure(terms, names={"grpo": "G-label"})
     ax = fig.axes[0]
     widths = sorted(round(p.get_width(), 6) for p in ax.patches)
     assert widths == sorted([1.0, -2.0, 5.0, 0.5, 1.0, 3.0])
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["grpo, seed 0", "grpo, seed 1"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["G-label, seed 0", "G-label, seed 1"]
     assert "Most of the length change sits in incorrect responses" in fig.texts[0].get_text()
+    plt.close(fig)
+    fig = training.decomposition_figure(terms)  # no names: the arm's key
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["grpo, seed 0", "grpo, seed 1"]
     plt.close(fig)
 
 
@@ -75,8 +78,7 @@ def _full_config_terms():
 
 def test_decomposition_labels_stay_readable_with_every_arm_of_the_full_config():
     terms, dials, seeds = _full_config_terms()
-    use_names(ARM_NAMES)
-    fig = training.decomposition_figure(terms)
+    fig = training.decomposition_figure(terms, names=ARM_NAMES)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(labels) == len(dials) * len(seeds) == len(set(labels))  # one label per run

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from grpo_dial import figures
+from grpo_dial.core.arm_names import ARM_NAMES
 from grpo_dial.core.dial import read_arm
 from grpo_dial.data.tasks import get_task
 from grpo_dial.policy.model import PolicySpec, build_char_tokenizer, build_tiny_llama, save_policy
@@ -39,7 +41,7 @@ def _responses(seed: int, lift: float) -> pd.DataFrame:
     return df.assign(length=df["work"] + df["redundant"])
 
 
-def test_samples_then_summary_then_figures(tmp_path: Path) -> None:
+def test_samples_then_summary_then_figures(tmp_path: Path, monkeypatch) -> None:
     task = get_task(TASK["name"], **TASK["options"])
     tok = build_char_tokenizer(task.alphabet)
     save_policy(build_tiny_llama(PolicySpec(n_layers=1, hidden_size=16, n_heads=2,
@@ -85,8 +87,13 @@ def test_samples_then_summary_then_figures(tmp_path: Path) -> None:
     assert len(read_table(out["channel"])) == 1 + len(runs)
 
     figs = {k: str(tmp_path / f"fig/{k}.png") for k in ("channel_png", "drift_png")}
+    drawn, save = [], figures.save
+    monkeypatch.setattr(figures, "save", lambda fig, *paths: (drawn.append(fig), save(fig, *paths)))
     channel.channel_figures(out, figs, {"reference": "grpo"})
     assert all(Path(p).stat().st_size > 0 for p in figs.values())
+    shown = [ARM_NAMES["grpo"], ARM_NAMES["dr_grpo"]]  # the stage passes the one table
+    assert [t.get_text() for t in drawn[0].axes[3].get_xticklabels()] == ["base", *shown]
+    assert [t.get_text() for t in drawn[1].axes[0].get_xticklabels()] == [*shown, "predicted"]
 
 
 def test_a_task_without_tail_is_refused(tmp_path: Path) -> None:

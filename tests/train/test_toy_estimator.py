@@ -21,6 +21,7 @@ from grpo_dial.core.dial import Dial, dial_settings, read_arm
 from grpo_dial.core.estimators import ESTIMATORS, register_estimator, unregister_estimator
 from grpo_dial.core.settings import Setting
 from grpo_dial.dag.schema import config_error, read_schema
+from grpo_dial.figures.training import decomposition_labels
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.loop import table_columns, train_run
 
@@ -103,6 +104,9 @@ def test_the_trl_backend_refuses_the_toy_by_name(toy):
 
 def test_the_toy_has_a_label_and_a_logged_column_in_a_real_run(toy, base_dir, tmp_path):
     assert arm_name("toy_cap") == "Toy cap" == toy.label
+    runs = pd.DataFrame({"dial": ["toy_cap", "grpo"], "seed": [3, 0]})  # a figure's labels: the
+    # figure stages pass ARM_NAMES, which holds the registered label
+    assert decomposition_labels(runs, names=ARM_NAMES) == ["Toy cap, seed 3", "GRPO, seed 0"]
     assert table_columns()["steps"][-1] == "toy_responses"
     config = TrainConfig(
         steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8, train_pool=20,

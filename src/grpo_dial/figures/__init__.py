@@ -1,7 +1,10 @@
 """Figures, drawn only from the pipeline's tidy tables (never from in-memory model state).
 
 Every public function takes DataFrames and returns a matplotlib Figure whose suptitle states
-the finding in one sentence, computed from the table it draws.
+the finding in one sentence, computed from the table it draws. A figure that names arms takes
+`names` (arm key -> display name; the figure stages pass grpo_dial.core.arm_names.ARM_NAMES) and
+shows an arm missing from it, or every arm when no table is passed, by its key: the package holds
+no state.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-NAMES: dict[str, str] = {}  # arm key -> display name, handed in by the stages (use_names)
 COLORS = {  # arm key -> colour: the one palette
     "grpo": "#1f4e79",
     "dr_grpo": "#c0504d",
@@ -31,27 +33,19 @@ COLORS = {  # arm key -> colour: the one palette
 }
 
 
-def use_names(names: Mapping[str, str]) -> None:
-    """Take the arms' display names (grpo_dial.core.arm_names.ARM_NAMES, with the registered
-    estimators' labels): every figure stage hands them in, since figures import nothing else of
-    grpo_dial. Replaces the names held before."""
-    NAMES.clear()
-    NAMES.update(names)
-
-
 def theme() -> None:
     """One look for every figure: white grid, readable font sizes."""
     sns.set_theme(style="whitegrid", context="paper", font_scale=1.15)
 
 
-def label(name: str) -> str:
-    """Display name of a recipe or arm (its key when no name was handed in)."""
-    return NAMES.get(name, name)
+def label(arm: str, names: Mapping[str, str] | None = None) -> str:
+    """Display name of a recipe or arm: names[arm], or the key itself when absent."""
+    return (names or {}).get(arm, arm)
 
 
-def palette(names: Iterable[str]) -> dict[str, str]:
-    """Display name -> colour of the arms `names` (keys), grey for an arm without a colour."""
-    return {label(n): COLORS.get(n, "grey") for n in names}
+def palette(arms: Iterable[str], names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Display name (`label`) -> colour of the arms `arms` (keys), grey for an arm without one."""
+    return {label(a, names): COLORS.get(a, "grey") for a in arms}
 
 
 def save(fig: plt.Figure, png: str | Path, pdf: str | Path | None = None) -> None:

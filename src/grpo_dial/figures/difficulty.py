@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -15,9 +18,14 @@ def _share(mass: pd.DataFrame, band_prefix: str, recipe: str) -> float:
 
 
 def difficulty_figure(
-    histogram: pd.DataFrame, mass: pd.DataFrame, silent: pd.DataFrame
+    histogram: pd.DataFrame,
+    mass: pd.DataFrame,
+    silent: pd.DataFrame,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> plt.Figure:
-    """Three panels: pass-rate histogram; share of gradient mass by decile; silent fraction vs G."""
+    """Three panels: pass-rate histogram; share of gradient mass by decile; silent fraction vs G.
+    Recipes are shown by `label(recipe, names)`."""
     theme()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     name = str(histogram["table"].iloc[0])
@@ -39,8 +47,8 @@ def difficulty_figure(
     )
 
     deciles = mass[mass["band"].str.startswith("decile")]
-    colors = palette(deciles["recipe"].unique())
-    deciles = deciles.assign(recipe=deciles["recipe"].map(label))
+    colors = palette(deciles["recipe"].unique(), names)
+    deciles = deciles.assign(recipe=deciles["recipe"].map(partial(label, names=names)))
     sns.barplot(data=deciles, x="band", y="share", hue="recipe", palette=colors, ax=axes[1])
     axes[1].set(
         xlabel="pass-rate decile",

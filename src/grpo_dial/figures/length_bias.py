@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -10,8 +13,10 @@ import seaborn as sns
 from grpo_dial.figures import label, palette, theme
 
 
-def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
-    """The finding in one sentence, from the summary and fit tables."""
+def title(
+    summary: pd.DataFrame, fit: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> str:
+    """The finding in one sentence, from the summary and fit tables (arms named by `names`)."""
     s = summary.set_index(["arm", "awareness"])
     top = summary["awareness"].max()
     parts = []
@@ -28,7 +33,7 @@ def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
     if ("nostd_sequence", top) in s.index:
         n = s.loc[("nostd_sequence", top)]
         parts.append(
-            f"{label('nostd_sequence')} at {n['measured_ratio_to_grpo']:.2f}x GRPO's rate "
+            f"{label('nostd_sequence', names)} at {n['measured_ratio_to_grpo']:.2f}x GRPO's rate "
             f"(closed form {n['predicted_ratio_to_grpo']:.2f})"
         )
     r2 = fit.set_index("path")["r2"]
@@ -40,16 +45,23 @@ def title(summary: pd.DataFrame, fit: pd.DataFrame) -> str:
 
 
 def length_bias_figure(
-    steps: pd.DataFrame, summary: pd.DataFrame, fit: pd.DataFrame, curve: pd.DataFrame
+    steps: pd.DataFrame,
+    summary: pd.DataFrame,
+    fit: pd.DataFrame,
+    curve: pd.DataFrame,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> plt.Figure:
     """Typical wrong (solid) and correct (dashed) tail over steps at the highest awareness;
     measured against closed-form per-step drift; wrong-path drift against awareness (lines:
-    closed form, points: simulation, 90 % intervals over seeds); each arm's drift over GRPO's."""
+    closed form, points: simulation, 90 % intervals over seeds); each arm's drift over GRPO's.
+    Arms are shown by `label(arm, names)`."""
     theme()
-    colors = palette(pd.concat([steps["arm"], summary["arm"], curve["arm"]]).unique())
-    steps = steps.assign(arm=steps["arm"].map(label))
-    summary_l = summary.assign(arm=summary["arm"].map(label))
-    curve = curve.assign(arm=curve["arm"].map(label))
+    colors = palette(pd.concat([steps["arm"], summary["arm"], curve["arm"]]).unique(), names)
+    show = partial(label, names=names)
+    steps = steps.assign(arm=steps["arm"].map(show))
+    summary_l = summary.assign(arm=summary["arm"].map(show))
+    curve = curve.assign(arm=curve["arm"].map(show))
     top = steps["awareness"].max()
     fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
 
@@ -126,9 +138,7 @@ def length_bias_figure(
 
     ratio = summary_l[summary_l["awareness"] == top]
     x = np.arange(len(ratio))
-    axes[3].bar(
-        x, ratio["measured_ratio_to_grpo"], color=[colors[a] for a in ratio["arm"]]
-    )
+    axes[3].bar(x, ratio["measured_ratio_to_grpo"], color=[colors[a] for a in ratio["arm"]])
     lo_hi = ratio[["measured_ratio_to_grpo_lo", "measured_ratio_to_grpo_hi"]].to_numpy()
     ok = ~np.isnan(lo_hi).any(axis=1)
     axes[3].vlines(x[ok], lo_hi[ok, 0], lo_hi[ok, 1], color="black")
@@ -138,6 +148,6 @@ def length_bias_figure(
         ylabel="wrong-path drift / GRPO's", title="bars: run (90 % over seeds); dash: closed form"
     )
 
-    fig.suptitle(title(summary, fit), fontsize=11)
+    fig.suptitle(title(summary, fit, names=names), fontsize=11)
     fig.tight_layout()
     return fig

@@ -8,6 +8,8 @@ rule channel_summary only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -25,9 +27,15 @@ def _interval_text(row: pd.Series) -> str:
 
 
 def length_drift_runs_figure(
-    drift: pd.DataFrame, runs: pd.DataFrame, reference: str = "grpo", quantity: str = "gap_drift"
+    drift: pd.DataFrame,
+    runs: pd.DataFrame,
+    reference: str = "grpo",
+    quantity: str = "gap_drift",
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> plt.Figure:
-    """drift: channel_summary's per-dial table; runs: its per-run table (dial, seed, quantity)."""
+    """drift: channel_summary's per-dial table; runs: its per-run table (dial, seed, quantity).
+    Dials are shown by `label(dial, names)`."""
     theme()
     table = drift[drift["quantity"] == quantity].set_index("dial")
     if reference not in table.index:
@@ -51,16 +59,18 @@ def length_drift_runs_figure(
         ax.plot([1.7, 2.3], [lo, lo], color="#e69f00", lw=2, label="predicted")
         ax.plot([1.7, 2.3], [hi, hi], color="#e69f00", lw=2)
         ax.axhline(0, color="0.3", lw=0.8)
-        ax.set_xticks([0, 1, 2], [label(reference), label(arm), "predicted"])
+        ax.set_xticks([0, 1, 2], [label(reference, names), label(arm, names), "predicted"])
         ratio = (f"{row['ratio_lo']:.2f}" if row["ratio_lo"] == row["ratio_hi"]
                  else f"{row['ratio_lo']:.2f}-{row['ratio_hi']:.2f}")  # fmt: skip
         measured = row["measured_ratio"]
-        ax.set_title(f"{label(arm)}: ratio predicted {ratio},\nmeasured {measured:.2f}", fontsize=9)
+        ax.set_title(
+            f"{label(arm, names)}: ratio predicted {ratio},\nmeasured {measured:.2f}", fontsize=9
+        )
     axes[0, 0].set_ylabel(QUANTITY_LABELS.get(quantity, quantity))
     axes[0, 0].legend(fontsize=7, loc="best")
     acts = ref["lo"] > 0
     fig.suptitle(
-        f"{label(reference)}'s tail drift {_interval_text(ref)}: "
+        f"{label(reference, names)}'s tail drift {_interval_text(ref)}: "
         + ("the length bias acts on the tail" if acts else "no drift beyond seed noise")
         + f" ({int(ref['n_seeds'])} seeds)",
         fontsize=10,

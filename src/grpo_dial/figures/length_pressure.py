@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -37,17 +40,22 @@ def title(runs: pd.DataFrame, prediction: pd.DataFrame) -> str:
 
 
 def length_pressure_figure(
-    steps: pd.DataFrame, runs: pd.DataFrame, prediction: pd.DataFrame
+    steps: pd.DataFrame,
+    runs: pd.DataFrame,
+    prediction: pd.DataFrame,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> plt.Figure:
     """Pressure on wrong answers per step (rolling mean over WINDOW steps, mean over seeds);
     net pressure (what a blind length policy feels); each run's mean pressure against its
     wrong-answer inflation (prediction's `inflation` column: the decomposition's within-incorrect
-    term for own runs)."""
+    term for own runs). Dials are shown by `label(dial, names)`."""
     theme()
     smooth = smooth_runs(steps, ["pressure_wrong", "pressure_net"], WINDOW)
-    colors = palette(pd.concat([smooth["dial"], runs["dial"]]).unique())
-    smooth = smooth.assign(dial=smooth["dial"].map(label))
-    runs_l = runs.assign(dial=runs["dial"].map(label))
+    colors = palette(pd.concat([smooth["dial"], runs["dial"]]).unique(), names)
+    show = partial(label, names=names)
+    smooth = smooth.assign(dial=smooth["dial"].map(show))
+    runs_l = runs.assign(dial=runs["dial"].map(show))
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.4))
     for ax, col, what in (
         (axes[0], "pressure_wrong", "on wrong answers (> 0: pushed longer)"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -10,16 +13,21 @@ from grpo_dial.figures import label, palette, theme
 
 
 def simulation_figure(
-    steps: pd.DataFrame, prompts: pd.DataFrame, summary: pd.DataFrame
+    steps: pd.DataFrame,
+    prompts: pd.DataFrame,
+    summary: pd.DataFrame,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> plt.Figure:
     """Mean p against samples; silent fraction against its closed form; extreme-prompt mass;
-    final p by initial-difficulty quartile."""
+    final p by initial-difficulty quartile. Arms are shown by `label(arm, names)`."""
     theme()
-    colors = palette(steps["arm"].unique())
+    colors = palette(steps["arm"].unique(), names)
+    show = partial(label, names=names)
     steps = steps.assign(
-        arm=steps["arm"].map(label), samples_millions=steps["cumulative_samples"] / 1e6
+        arm=steps["arm"].map(show), samples_millions=steps["cumulative_samples"] / 1e6
     )
-    prompts = prompts.assign(arm=prompts["arm"].map(label))
+    prompts = prompts.assign(arm=prompts["arm"].map(show))
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.3))
 
     sns.lineplot(
@@ -90,7 +98,7 @@ def simulation_figure(
     axes[0].legend(title=None, frameon=False, fontsize=8)
 
     by_arm = summary.set_index("arm")["hardest_quartile_final_p"]
-    parts = [f"{label(arm)} {value:.2f}" for arm, value in by_arm.items()]
+    parts = [f"{show(arm)} {value:.2f}" for arm, value in by_arm.items()]
     fig.suptitle("Hardest initial quartile ends at mean p: " + ", ".join(parts), fontsize=11)
     fig.tight_layout()
     return fig

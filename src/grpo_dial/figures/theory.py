@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -95,12 +98,15 @@ def fidelity_figure(grid: pd.DataFrame, pass_rates=(0.5, 0.3, 0.1, 0.05)) -> plt
     return fig
 
 
-def difficulty_weight_figure(weights: pd.DataFrame) -> plt.Figure:
-    """Weight per unit of pass rate: GRPO 1/sqrt(p(1-p)) (a bathtub) against Dr. GRPO's flat 1."""
+def difficulty_weight_figure(
+    weights: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> plt.Figure:
+    """Weight per unit of pass rate: GRPO 1/sqrt(p(1-p)) (a bathtub) against Dr. GRPO's flat 1;
+    recipes shown by `label(recipe, names)`."""
     theme()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    data = weights.assign(recipe=weights["recipe"].map(label))
-    colors = palette(weights["recipe"].unique())
+    data = weights.assign(recipe=weights["recipe"].map(partial(label, names=names)))
+    colors = palette(weights["recipe"].unique(), names)
     sns.lineplot(data=data, x="p", y="weight", hue="recipe", palette=colors, lw=2.2, ax=ax)
     ax.set(yscale="log", xlabel="pass rate p", ylabel="gradient weight per unit of p (log scale)")
     ax.set_yticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])

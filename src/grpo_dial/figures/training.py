@@ -6,6 +6,8 @@ the tables keep the raw values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -69,20 +71,26 @@ def decomposition_runs(terms: pd.DataFrame) -> pd.DataFrame:
                             else c).reset_index(drop=True)  # fmt: skip
 
 
-def decomposition_labels(runs: pd.DataFrame) -> list[str]:
-    """One label per run, top to bottom: the arm's display name (`label`) and the seed."""
-    return [f"{label(d)}, seed {s}" for d, s in zip(runs["dial"], runs["seed"], strict=True)]
+def decomposition_labels(
+    runs: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> list[str]:
+    """One label per run, top to bottom: the arm's display name (`label(dial, names)`) and the
+    seed."""
+    return [f"{label(d, names)}, seed {s}" for d, s in zip(runs["dial"], runs["seed"], strict=True)]
 
 
-def decomposition_figure(terms: pd.DataFrame) -> plt.Figure:
+def decomposition_figure(
+    terms: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> plt.Figure:
     """The three-term split of the length change per run, stacked horizontally (positive right,
     negative left), with the total and its bootstrap interval; one row per run, so any number of
-    arms and seeds keeps one readable label per row."""
+    arms and seeds keeps one readable label per row (`decomposition_labels`)."""
     theme()
     rows = terms[terms["kind"] == "term"]
     runs = decomposition_runs(rows)
-    fig, ax = plt.subplots(figsize=(7.5, max(3.0, ROW_INCHES * len(runs) + 1.6)),
-                           layout="constrained")
+    fig, ax = plt.subplots(
+        figsize=(7.5, max(3.0, ROW_INCHES * len(runs) + 1.6)), layout="constrained"
+    )
     y = np.arange(len(runs))
     pos, neg = np.zeros(len(runs)), np.zeros(len(runs))
 
@@ -100,7 +108,7 @@ def decomposition_figure(terms: pd.DataFrame) -> plt.Figure:
     err = np.array([[t["value"] - t["lo"] for t in total], [t["hi"] - t["value"] for t in total]])
     ax.errorbar(value, y, xerr=err, fmt="D", color="black", ms=5, capsize=3, label="total (90% CI)")
     ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(y, decomposition_labels(runs), fontsize=8)
+    ax.set_yticks(y, decomposition_labels(runs, names=names), fontsize=8)
     ax.set_ylim(len(runs) - 0.5, -0.5)  # the first run on top
     ax.set_xlabel("change in mean length, last vs first window (characters)")
     fig.legend(frameon=False, fontsize=8, ncol=4, loc="outside lower center")

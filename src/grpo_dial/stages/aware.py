@@ -60,13 +60,16 @@ def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 
 def aware_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import aware_figure as draw
     from grpo_dial.figures.aware import decomposition_figure
 
-    fig = draw(read_table(input["steps"]), read_table(input["drift"]), params["reference"])
+    steps, drift = read_table(input["steps"]), read_table(input["drift"])
+    fig = draw(steps, drift, params["reference"], names=ARM_NAMES)
     save(fig, output["png"], output["pdf"])
-    save(decomposition_figure(read_table(input["decomposition"])), output["decomposition_png"])
+    fig = decomposition_figure(read_table(input["decomposition"]), names=ARM_NAMES)
+    save(fig, output["decomposition_png"])
 
 
 def aware_bridge(input: Mapping, output: Mapping, params: Mapping) -> None:

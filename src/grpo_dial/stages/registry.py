@@ -61,9 +61,4 @@ def stage_for(rule: str) -> Stage:
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; valid rules: {', '.join(sorted(RULES))}")
     module, function = RULES[rule].rsplit(".", 1)
-    if function.endswith(("figure", "figures")):  # the arms' display names, the one table
-        from grpo_dial.core.arm_names import ARM_NAMES
-        from grpo_dial.figures import use_names
-
-        use_names(ARM_NAMES)
     return getattr(importlib.import_module(f"grpo_dial.stages.{module}"), function)

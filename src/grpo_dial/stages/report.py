@@ -110,13 +110,14 @@ def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
 def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Length curves, decomposition, accuracy against length, silent fraction, identity, and the
     estimators' per-step state when the rule asks for it."""
+    from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
     from grpo_dial.figures import training as f
 
     steps, terms = read_table(input["steps"]), read_table(input["terms"])
     figures = {
         "length_curves": f.length_curves_figure(read_table(input["curves"])),
-        "decomposition": f.decomposition_figure(terms),
+        "decomposition": f.decomposition_figure(terms, names=ARM_NAMES),
         "accuracy_length": f.accuracy_length_figure(steps),
         "silent_training": f.silent_figure(steps),
         "identity_training": f.identity_figure(read_table(input["identity"])),
