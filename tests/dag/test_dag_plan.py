@@ -41,7 +41,8 @@ def test_twins_are_matched_on_the_resolved_dial_not_the_written_keys():
 
 
 def test_an_arm_problem_names_the_arm():
-    with pytest.raises(ConfigError, match=r"^config error at 'dials\.x': std_power must be in"):
+    line = r"^config error at 'dials\.x\.std_power': std_power must be in \[0, 1\], got 1\.5$"
+    with pytest.raises(ConfigError, match=line):
         _arms({"x": {"std_power": 1.5}})
     with pytest.raises(ConfigError, match="unknown dial key 'g_max'"):
         _arms({"x": {"g_max": 4}})
