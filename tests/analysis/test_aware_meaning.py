@@ -17,6 +17,7 @@ from grpo_dial.analysis.aware import (
     run_drift,
     step_table,
     summary_lines,
+    window_theta,
 )
 from grpo_dial.core.dial import preset, read_arm
 from grpo_dial.core.length_drift import tail_drift
@@ -107,6 +108,18 @@ def test_a_negative_awareness_or_an_empty_core_is_clipped_into_the_model():
     uw, _ = predicted_step(STATE.assign(core=0.0), preset("grpo"), G, M)
     ref = tail_drift(0.3, 0.8, 0.6, 1.0, G, awareness=0.5, eps=1e-6)  # a core of >= 1 token
     assert uw[0] == pytest.approx(float(ref.wrong), rel=1e-9)
+    uw, _ = predicted_step(STATE.assign(tail_estimate=0.0), preset("grpo"), G, M)
+    ref = tail_drift(0.3, 1e-3 / 1.001, 0.6, 6.0, G, awareness=0.5, eps=1e-6)  # E[T] >= 1e-3
+    assert uw[0] == pytest.approx(float(ref.wrong), rel=1e-9)
+
+
+def test_a_step_without_a_mode_is_left_out_of_the_window():
+    window = pd.DataFrame({"n_estimate": [4, 0, 2], "tail_estimate": [3.0, np.nan, 6.0]})
+    assert window_theta(window, "estimate") == pytest.approx(np.log((12 + 12 + 0.5) / 6))
+    assert np.isnan(window_theta(window.assign(n_estimate=0), "estimate"))
+    r = step_table(_aware_responses().query("prefix.str[0] == '='")).iloc[0]  # no "~" at all
+    assert r["n_estimate"] == 0 and np.isnan(r["tail_estimate"]) and np.isnan(r["theta_estimate"])
+    assert r["awareness"] == 0.0  # P(~ | wrong) = P(~ | correct) = 0
 
 
 def _steps() -> pd.DataFrame:
@@ -250,3 +263,13 @@ def test_summary_line_gives_the_measured_and_the_closed_form_ratio():
     runs = _runs().assign(u_wrong=lambda r: np.where(r["dial"] == "dr", 0.03, 0.02))
     line = summary_lines(drift_table(runs, n_boot=200))[0]
     assert "dr +2.000" in line and "ratio 0.50 (closed form 1.50)" in line
+
+
+def test_summary_line_of_the_bridge():
+    bridge = pd.DataFrame(
+        {"quantity": ["auc", "pressure_wrong"], "value": [0.62, 12.4], "lo": [0.55, 3.2],
+         "hi": [0.71, 20.6]}
+    )  # fmt: skip
+    line = summary_lines(drift_table(_runs(), n_boot=200), bridge)[1]
+    assert "for being wrong 0.62 [0.55, 0.71]" in line
+    assert "pushes wrong answers by +12 [+3, +21] characters" in line
