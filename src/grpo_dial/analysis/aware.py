@@ -221,8 +221,9 @@ def drift_table(
     runs: pd.DataFrame, reference: str = "grpo", level: float = 0.9, n_boot: int = 2000
 ) -> pd.DataFrame:
     """Per dial and quantity: the seed mean with its t interval, the measured ratio to the
-    reference dial (bootstrap interval), and the closed form's SGD and Adam-normalized ratios
-    (module docstring; for d_correct from the correct-path prediction, else the wrong path)."""
+    reference dial (bootstrap interval; both at `level`), and the closed form's SGD and
+    Adam-normalized ratios (module docstring; for d_correct from the correct-path prediction,
+    else the wrong path)."""
     if reference not in set(runs["dial"]):
         raise ValueError(
             f"reference dial {reference!r} has no runs; dials: {sorted(set(runs['dial']))}"
@@ -231,7 +232,7 @@ def drift_table(
     rows = []
     for dial, d in runs.groupby("dial", sort=False):
         for q in QUANTITIES:
-            m, lo, hi, _, low, high = t_interval(d[q].to_numpy())
+            m, lo, hi, _, low, high = t_interval(d[q].to_numpy(), level)
             r, rlo, rhi = _boot_ratio(d[q].to_numpy(), ref[q].to_numpy(), n_boot, 0, level)
             path = "u_correct" if q == "d_correct" else "u_wrong"
             u_arm, u_ref = float(d[path].mean()), float(ref[path].mean())
