@@ -70,7 +70,7 @@ def test_the_uniform_twin_of_an_adaptive_arm_is_planned_in_the_comparison(tmp_pa
 
 def test_arms_all_off_plan_no_policy(tmp_path):
     off = {"grpo": None, "grpo_adaptive": None}
-    with pytest.raises(ConfigError, match="unknown pass-rate table 'base_policy'"):
+    with pytest.raises(ConfigError, match="'simulate.tables': 'base_policy' is the trained"):
         _plan(off, tmp_path)  # the default simulates the base policy, which no arm now needs
     _, plan = _plan(off, tmp_path, simulate=["synthetic"])
     assert plan.arms == {} and not plan.policy_enabled and "base_policy" not in plan.tables
