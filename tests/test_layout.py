@@ -286,3 +286,13 @@ def test_layout_doc_names_every_module_and_only_real_ones():
     unnamed = sorted(str(p.relative_to(PACKAGE)) for p in modules + packages if p not in named)
     assert not unnamed, f"docs/layout.md does not name: {unnamed}"
     assert not bad, f"docs/layout.md names modules that are not one path: {bad}"
+
+
+def test_only_the_dag_reads_the_configs_arms():
+    """Every arm is resolved once, at DAG build (grpo_dial.dag.arms): no other module or rule
+    file reads `config["dials"]`; they take the Plan's resolved arms."""
+    pattern = re.compile(r"""config(\.get\(|\[)\s*["']dials["']""")
+    files = [p for name, p in MODULES.items() if part(name) != "dag"]
+    files += sorted((WORKFLOW / "rules").glob("*.smk"))
+    readers = [str(p) for p in files if pattern.search(p.read_text())]
+    assert not readers, readers
