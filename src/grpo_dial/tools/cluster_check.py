@@ -1,6 +1,6 @@
 """Fit a cluster run to its cluster: threads follow the allocation, every job fits a node.
 
-Two things go wrong on a real SLURM cluster without this (docs/cluster.md):
+Three things go wrong on a real SLURM cluster without this (docs/cluster.md):
 - threads: Snakemake caps a job's threads at `--cores`, which the default workflow profile sets to
   the *submitting* machine's cores (`cores: all`, loaded beside `--profile`, wins key by key); a
   2-core login node gave `train` 2 threads inside an 8-CPU allocation. Under a cluster profile
@@ -9,8 +9,11 @@ Two things go wrong on a real SLURM cluster without this (docs/cluster.md):
 - fit: a job that asks for more CPUs, memory or GPUs than any node of its partition has is accepted
   by sbatch and pends forever (Reason=PartitionConfig). Before the first submission every job's
   request is compared with `sinfo`, and the run stops in one line naming the rule and the request.
+- status: the executor plugin (2.4.0 and later) never notices a cancelled job through sacct, and
+  squeue only works while MinJobAge outlasts its polling; the status command is chosen from
+  `scontrol show config` and said in one line (choose_status_command).
 
-Standard library only (it runs at DAG build, inside the Snakefile).
+Standard library only at DAG build (inside the Snakefile); the CLI also reads the profile (yaml).
 """
 
 from __future__ import annotations
@@ -134,8 +137,10 @@ def misfit(request: Request, nodes: list[Node]) -> str | None:
         where = f"partition '{request.partition}'"
         if not pool:
             known = sorted({node.partition for node in nodes})
-            return (f"rule {request.rule} asks for slurm_partition={request.partition}, which "
-                    f"sinfo does not list (partitions: {', '.join(known) or 'none'})")
+            return (
+                f"rule {request.rule} asks for slurm_partition={request.partition}, which "
+                f"sinfo does not list (partitions: {', '.join(known) or 'none'})"
+            )
     else:
         pool = [node for node in nodes if node.default] or nodes
         where = f"the default partition '{pool[0].partition}'" if pool else "the cluster"
@@ -146,16 +151,21 @@ def misfit(request: Request, nodes: list[Node]) -> str | None:
         return node.gpus.get(request.gpu_model, 0) if request.gpu_model else sum(node.gpus.values())
 
     for node in pool:
-        if (node.cpus >= request.cpus and gpus(node) >= request.gpus
-                and (request.mem_mb is None or node.mem_mb >= request.mem_mb)):
+        if (
+            node.cpus >= request.cpus
+            and gpus(node) >= request.gpus
+            and (request.mem_mb is None or node.mem_mb >= request.mem_mb)
+        ):
             return None
     largest = max(pool, key=lambda node: (gpus(node), node.cpus, node.mem_mb))
     kind = f"{request.gpu_model} " if request.gpu_model else ""
-    return (f"rule {request.rule} asks for {request}, but no node of {where} has that "
-            f"(largest: {largest.name} with {largest.cpus} CPUs, {largest.mem_mb} MB, "
-            f"{gpus(largest)} {kind}GPUs); it would pend forever. Lower the request in the "
-            f"profile (set-resources: {request.rule}) or use one sized to this cluster "
-            f"(workflow/profiles/slurm_small; docs/cluster.md)")
+    return (
+        f"rule {request.rule} asks for {request}, but no node of {where} has that "
+        f"(largest: {largest.name} with {largest.cpus} CPUs, {largest.mem_mb} MB, "
+        f"{gpus(largest)} {kind}GPUs); it would pend forever. Lower the request in the "
+        f"profile (set-resources: {request.rule}) or use one sized to this cluster "
+        f"(workflow/profiles/slurm_small; docs/cluster.md)"
+    )
 
 
 def query_sinfo() -> list[Node] | None:
@@ -163,8 +173,13 @@ def query_sinfo() -> list[Node] | None:
     if shutil.which("sinfo") is None:
         return None
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], capture_output=True,
-                             text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", SINFO_FORMAT],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_sinfo(out)
@@ -212,24 +227,177 @@ def threads_follow_allocation(workflow) -> dict[str, int]:
     return cpus
 
 
-def accounting_enabled() -> bool | None:
-    """Whether accounting is on (sacct answers), from `scontrol show config`; None: unknown."""
+# ------------------------------------------------------------------ the status command
+# snakemake-executor-plugin-slurm learns a job's end from `sacct` or `squeue` (docs/cluster.md):
+# - from 2.4.0 on it compares sacct's State exactly with its failure states, so a cancelled job
+#   ('CANCELLED by <uid>' in sacct) counts as running and Snakemake waits for it forever;
+#   squeue says 'CANCELLED' and works.
+# - squeue forgets a job MinJobAge seconds after it ends, and the plugin waits up to 180 s
+#   between queries when nothing finishes: MinJobAge must outlast that wait, else a job can end
+#   and vanish unseen (and is waited for forever).
+# - it queries sacct instead of squeue, silently, when MinJobAge is unknown or below
+#   3 x slurm-init-seconds-before-status-checks and sacct is installed, even where sacct fails.
+PLUGIN = "snakemake-executor-plugin-slurm"
+EXACT_STATES_SINCE = (2, 4)  # first plugin version that reads 'CANCELLED by 0' as running
+PLUGIN_LONGEST_WAIT = 180  # s between two status queries at most (the plugin's max_sleep_time)
+WAIT_MARGIN = 60  # s: the query itself (up to 5 tries) and a busy scheduler on top of that wait
+ADVISED_MIN_JOB_AGE = 300  # SLURM's default
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    accounting: bool | None  # AccountingStorageType is not accounting_storage/none; None: unknown
+    min_job_age: int | None  # seconds a finished job stays in squeue; None: not given
+
+
+@dataclass(frozen=True)
+class StatusChoice:
+    command: str  # "sacct" or "squeue"
+    note: str  # one line: what was chosen and why
+    fatal: bool = False  # the run would hang whatever the command: stop before submitting
+
+
+def parse_scontrol_config(text: str) -> SlurmConfig:
+    """AccountingStorageType and MinJobAge ('300 sec', '5 min', '1h') from
+    `scontrol show config`."""
+    storage = re.search(r"^AccountingStorageType\s*=\s*(\S+)", text, re.MULTILINE)
+    age = re.search(r"^MinJobAge\s*=\s*(\d+)\s*([a-zA-Z]*)", text, re.MULTILINE)
+    seconds = None
+    if age is not None:
+        unit = age.group(2).lower()
+        scale = 3600 if unit.startswith("h") else 60 if unit.startswith("min") else 1
+        seconds = int(age.group(1)) * scale
+    return SlurmConfig(
+        accounting=None if storage is None else storage.group(1) != "accounting_storage/none",
+        min_job_age=seconds,
+    )
+
+
+def query_slurm_config() -> SlurmConfig | None:
+    """This cluster's accounting mode and MinJobAge; None when scontrol is missing or fails."""
     try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    match = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out, re.MULTILINE)
-    return None if match is None else match.group(1) != "accounting_storage/none"
+    return parse_scontrol_config(out)
 
 
-def fit_status_command(settings, accounting: bool | None) -> str | None:
-    """Without accounting `sacct` fails and the plugin loses its jobs and waits forever: query
-    squeue instead (the plugin reads this setting at every status check). Returns a note or None."""
-    if accounting is not False or getattr(settings, "status_command", "squeue") == "squeue":
+def plugin_version() -> tuple[int, ...] | None:
+    """The installed executor plugin's version as numbers, e.g. (2, 8, 0); None if unknown."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(part) for part in re.findall(r"\d+", version(PLUGIN))[:3])
+    except PackageNotFoundError:
         return None
-    settings.status_command = "squeue"
-    return "this cluster has no accounting (sacct is disabled): job status comes from squeue"
+
+
+def squeue_min_job_age(init_seconds: int) -> int:
+    """The least MinJobAge that squeue status survives: the plugin's longest wait between
+    queries plus a margin, and at least its own fallback threshold 3 x init_seconds."""
+    return max(PLUGIN_LONGEST_WAIT + WAIT_MARGIN, 3 * init_seconds)
+
+
+def choose_status_command(
+    config: SlurmConfig | None,
+    init_seconds: int,
+    requested: str | None,
+    sacct_installed: bool,
+    plugin: tuple[int, ...] | None,
+) -> StatusChoice:
+    """The status command that notices every end of a job here, or the least bad one, and why.
+    `requested`: the profile's slurm-status-command (the plugin's default is sacct where it is
+    installed); `plugin`: its version (None: assume the newest, which compares states exactly)."""
+    exact = plugin is None or plugin >= EXACT_STATES_SINCE
+    name = f"{PLUGIN} {'.'.join(map(str, plugin))}" if plugin else PLUGIN
+    lost_cancel = (
+        f"a cancelled job then goes unnoticed and Snakemake waits for it forever "
+        f"({name} reads sacct's 'CANCELLED by <uid>' as running)"
+    )
+    if config is None:  # scontrol failed: the plugin finds no MinJobAge either
+        if not sacct_installed:
+            return StatusChoice(
+                "squeue",
+                "job status from squeue (no sacct here); scontrol "
+                "show config failed, so MinJobAge is unknown",
+            )
+        return StatusChoice(
+            "sacct",
+            "job status from sacct: scontrol show config failed, so "
+            "MinJobAge is unknown and the plugin uses sacct"
+            + (f"; {lost_cancel}" if exact else ""),
+        )
+    needed = squeue_min_job_age(init_seconds)
+    age = (
+        "MinJobAge (not in scontrol show config)"
+        if config.min_job_age is None
+        else f"MinJobAge={config.min_job_age} s"
+    )
+    fix = f"set MinJobAge={max(ADVISED_MIN_JOB_AGE, needed)} in slurm.conf"
+    squeue_ok = config.min_job_age is not None and config.min_job_age >= needed
+    kept = (
+        f"{age} keeps a finished job in squeue past the plugin's longest wait between "
+        f"queries ({PLUGIN_LONGEST_WAIT} s)"
+    )
+    if config.accounting is False or not sacct_installed:
+        why = "no accounting (sacct is disabled)" if config.accounting is False else "no sacct"
+        if squeue_ok:
+            return StatusChoice(
+                "squeue", f"job status from squeue, as this cluster has {why}; {kept}"
+            )
+        plugin_falls_back = sacct_installed and (
+            config.min_job_age is None or config.min_job_age < 3 * init_seconds
+        )
+        if plugin_falls_back:
+            return StatusChoice(
+                "squeue",
+                (
+                    f"this cluster has {why} and {age} is below {3 * init_seconds} s "
+                    f"(3 x slurm-init-seconds-before-status-checks), so the executor plugin "
+                    f"queries sacct instead of squeue, which fails here and loses every job: "
+                    f"{fix}"
+                ),
+                fatal=True,
+            )
+        return StatusChoice(
+            "squeue",
+            (
+                f"job status from squeue, as this cluster has {why}, but {age} is below "
+                f"{needed} s: a job that ends while the plugin waits up to "
+                f"{PLUGIN_LONGEST_WAIT} s between queries can leave squeue unseen, and "
+                f"Snakemake waits for it forever; {fix}"
+            ),
+        )
+    if squeue_ok and (exact or requested == "squeue"):
+        because = (
+            f"; not sacct, because {name} reads its 'CANCELLED by <uid>' as running"
+            if exact
+            else ""
+        )
+        return StatusChoice("squeue", f"job status from squeue: {kept}{because}")
+    if squeue_ok:  # a plugin before 2.4 reads sacct's states right: as the profile asks
+        return StatusChoice(
+            "sacct",
+            f"job status from sacct, as the profile asks ({name} "
+            f"reads 'CANCELLED by <uid>' as CANCELLED)",
+        )
+    return StatusChoice(
+        "sacct",
+        (
+            f"job status from sacct: {age} is too low for squeue (needs >= {needed} s: the plugin "
+            f"waits up to {PLUGIN_LONGEST_WAIT} s between queries)"
+            + (f"; {lost_cancel}: {fix}" if exact else "")
+        ),
+    )
+
+
+def status_settings(settings) -> tuple[int, str | None]:
+    """(slurm-init-seconds-before-status-checks, slurm-status-command) of the executor settings;
+    the plugin's defaults (40 s; sacct where installed) when unset."""
+    init = getattr(settings, "init_seconds_before_status_checks", None) or 40
+    return int(init), getattr(settings, "status_command", None)
 
 
 def install(workflow, error: type[Exception]) -> None:
@@ -242,15 +410,29 @@ def install(workflow, error: type[Exception]) -> None:
         plugin = getattr(workflow, "executor_plugin", None)
         if workflow.local_exec or plugin is None or plugin.name != "slurm":
             return
-        if (note := fit_status_command(workflow.executor_settings, accounting_enabled())):
-            print(f"grpo-dial: {note}", file=sys.stderr)
+        settings = workflow.executor_settings
+        init, requested = status_settings(settings)
+        choice = choose_status_command(
+            query_slurm_config(),
+            init,
+            requested,
+            shutil.which("sacct") is not None,
+            plugin_version(),
+        )
+        if choice.fatal:
+            raise error(f"cluster check: {choice.note}")
+        settings.status_command = choice.command  # the plugin reads it at every status query
+        print(f"grpo-dial: {choice.note}", file=sys.stderr)
         nodes = query_sinfo()
         if not nodes:
             print("grpo-dial: sinfo gave no nodes; job requests not checked", file=sys.stderr)
             return
         requests = [
-            job_request(job.rule.name, {k: getattr(v, "value", v) for k, v in
-                                        job.resources.items()}, job.threads)
+            job_request(
+                job.rule.name,
+                {k: getattr(v, "value", v) for k, v in job.resources.items()},
+                job.threads,
+            )
             for job in workflow.dag.needrun_jobs()
         ]
         if (problem := check_jobs(requests, nodes)) is not None:
@@ -260,20 +442,28 @@ def install(workflow, error: type[Exception]) -> None:
 
 
 # ------------------------------------------------------------------ grpo-dial cluster-check
+# Job headers of a dry run: submitted to SLURM (True) or run on the login node (False)
+JOB_HEADERS = {"rule": True, "checkpoint": True, "localrule": False, "localcheckpoint": False}
+
+
 def dry_run_requests(stdout: str) -> list[Request]:
-    """(rule, threads, resources) of every job block that `snakemake -n` prints, as requests."""
+    """The request of every submitted job block that `snakemake -n` prints: a header
+    (`rule NAME:`, `checkpoint NAME:`; local ones skipped), then `threads: N` only when N > 1,
+    then `resources: k=v, ...`. Each block starts at 1 thread: a block without a threads line
+    does not inherit the previous block's."""
     requests, rule, threads = [], None, 1
     for line in stdout.splitlines():
         line = line.strip()
-        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
-            rule = line.split()[1].rstrip(":") if line.startswith("rule ") else None
+        word, _, name = line.partition(" ")
+        if word in JOB_HEADERS and name.endswith(":") and " " not in name:
+            rule = name[:-1] if JOB_HEADERS[word] else None
             threads = 1
         elif line.startswith("threads:"):
             threads = int(line.split()[1])
         elif line.startswith("resources:") and rule is not None:
-            pairs = [part.strip().split("=", 1) for part in line[len("resources:"):].split(",")]
+            pairs = [part.strip().split("=", 1) for part in line[len("resources:") :].split(",")]
             requests.append(job_request(rule, dict(p for p in pairs if len(p) == 2), threads))
-            rule = None
+            rule, threads = None, 1
     return requests
 
 
@@ -287,8 +477,10 @@ def cluster_check_command(args) -> None:
     else:
         nodes, source = query_sinfo(), "sinfo"
     if not nodes:
-        raise ValueError(f"no nodes from {source}; on a machine without SLURM give --sinfo FILE "
-                         f"(the cluster's `sinfo -h -N -o '{SINFO_FORMAT}'`)")
+        raise ValueError(
+            f"no nodes from {source}; on a machine without SLURM give --sinfo FILE "
+            f"(the cluster's `sinfo -h -N -o '{SINFO_FORMAT}'`)"
+        )
     command = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", args.profile]
     for flag, values in (("--configfile", args.configfile), ("--config", args.config)):
         if values:
@@ -301,8 +493,29 @@ def cluster_check_command(args) -> None:
     if (problem := check_jobs(requests, nodes)) is not None:
         raise ValueError(f"cluster check: {problem}")
     rules = len({request.rule for request in requests})
-    print(f"cluster check: {len(requests)} jobs of {rules} rules under {args.profile} each fit "
-          f"a node of {len(nodes)} ({source})")
+    print(
+        f"cluster check: {len(requests)} jobs of {rules} rules under {args.profile} each fit "
+        f"a node of {len(nodes)} ({source})"
+    )
+    if not args.sinfo and (config := query_slurm_config()) is not None:  # on the cluster
+        init, requested = profile_status_settings(Path(args.profile))
+        choice = choose_status_command(
+            config, init, requested, shutil.which("sacct") is not None, plugin_version()
+        )
+        if choice.fatal:
+            raise ValueError(f"cluster check: {choice.note}")
+        print(f"cluster check: {choice.note}")
+
+
+def profile_status_settings(profile: Path) -> tuple[int, str | None]:
+    """(slurm-init-seconds-before-status-checks, slurm-status-command) of a profile directory's
+    config.yaml; 40 s (the plugin's default) and None when unset."""
+    import yaml  # a Snakemake dependency; only the CLI needs it
+
+    path = profile / "config.yaml"
+    spec = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+    init = spec.get("slurm-init-seconds-before-status-checks") or 40
+    return int(init), spec.get("slurm-status-command")
 
 
 def add_command(sub) -> None:
