@@ -10,7 +10,7 @@ import torch
 
 from grpo_dial.core.advantage import group_update
 from grpo_dial.core.dial import dial_from_config
-from grpo_dial.core.theory import MASS_ESTIMATORS, SAME_OPERATION, estimator_mass
+from grpo_dial.core.estimator_mass import MASS_ESTIMATORS, SAME_OPERATION, estimator_mass
 
 GRID = np.array([0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95])
 COPIES, G, REPS = 8, 8, 300
@@ -68,5 +68,5 @@ def test_mass_hand_numbers_and_the_same_operation_table():
     assert estimator_mass(p, 4, "batch_std") == pytest.approx(0.140625 / np.sqrt(3 / 16))
     assert estimator_mass(p, 4, "gpg") == pytest.approx(0.140625 / 0.25)
     assert set(SAME_OPERATION) == set(MASS_ESTIMATORS)
-    with pytest.raises(ValueError, match="unknown estimator 'ppo'"):
+    with pytest.raises(ValueError, match="estimator='ppo' is not valid"):
         estimator_mass(p, 4, "ppo")

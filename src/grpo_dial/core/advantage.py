@@ -120,15 +120,6 @@ def silent_mask(rewards: Tensor, group_ids: Tensor) -> Tensor:
     return silent_groups(stats)[stats.index]
 
 
-def group_scale(stats: GroupStats, dial: Dial) -> Tensor:
-    """(M,) s_g = (sigma_g + eps) ** std_power (1 where 0), the group formula's divisor; a
-    group of one counts sigma = 1 under dial.singleton 'reward' (verl's lone response)."""
-    sigma = stats.sigma
-    if getattr(dial, "singleton", "zero") == "reward":
-        sigma = torch.where(stats.size == 1, torch.ones_like(sigma), sigma)
-    return std_factor(sigma, dial.eps, dial.std_power)  # (M,)
-
-
 def _advantages(r: Tensor, stats: GroupStats, dial: Dial) -> Tensor:
     # sigma + eps is 0 for silent groups at eps=0; group_stats makes their numerator exactly 0
     # (mean is the common value), so dividing by 1 gives the documented A = 0, not 0/0.

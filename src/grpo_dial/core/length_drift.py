@@ -42,21 +42,11 @@ G sigma^2 / (sigma_d + eps)^alpha with sigma^2 = k(G-k)/G^2 (the group-std ident
                c = 20, mean tail 4, scope 'group', and -> 0 as M grows. E[N_w] = -a G Sigma
                again, so a blind tail gets 0 here too.
 
-A length-weighted baseline (OPO, verl 'opo': b_g = sum_j |o_j| r_j / sum_j |o_j|, A_i = (r_i -
-b_g) / s_k) adds -(b_g - k/G) / s_k to every advantage of the group; under the constant
-normalizer (which moves no tail with the mean baseline) that shift is the whole drift:
-
-    E[u_X] = -(1/(G L_max)) E[b_g S_X / s_k],   S_X = sum of the scores of the responses using X,
-
-since E[(k/G) S_X | k, routing] = 0. With 1/N = int_0^inf e^(-lambda N) d lambda, N = sum_j |o_j|,
-and per tail eta(l; q) = E[T e^(-l T)], chi(l; q) = E[T s e^(-l T)] beside phi and psi below,
-E[b S_X | k, routing] = int e^(-l G c) [a ((c psi_X + chi_X) phi_X^(n-1) + (n-1)(c phi_X +
-eta_X) psi_X phi_X^(n-2)) phi_Y^(G-n) + (k-a) n (c phi_Y + eta_Y) psi_X phi_X^(n-1)
-phi_Y^(G-n-1)] dl, n the responses using X, a the correct ones among them, Y the other tail.
-A blind tail (a = 0) gets 0 (b is symmetric in the lengths); a tail the policy uses more when
-wrong is pushed longer when it is the longer one (b falls below k/G, so every advantage of the
-group rises, most in the groups where that tail ran long): the length-weighted baseline has a
-length drift of its own, where the mean baseline has none.
+A length-weighted baseline (OPO: b_g = sum_j |o_j| r_j / sum_j |o_j|) shifts every advantage of a
+group by -(b_g - k/G) / s_k; under the constant normalizer that shift is the whole drift,
+E[u_X] = -(1/(G L_max)) E[b_g S_X / s_k] (S_X: the scores on tail X), by the same Laplace
+integral as the token case (`_own`). A blind tail gets 0; a tail taken more often when wrong,
+and longer, is pushed longer (b falls below k/G, every advantage of the group rises).
 
 DAPO's dynamic sampling (silent='drop', R redraws) changes the distribution of k: an interior k
 has probability Binom(k; G, p) (1 + s + ... + s^R), s = p^G + (1-p)^G, and a group still silent
@@ -285,42 +275,36 @@ def _token_pieces(p, qw, qc, c, G, a, alpha, ddof, eps, silent, rounds):
 
 def _tail_terms(lam, q):
     """phi, psi, eta = E[T e^(-l T)], chi = E[T s e^(-l T)] of a geometric tail, s = (1-q) T - q."""
-    x = np.exp(-lam)
-    phi, psi = _mgf_terms(lam, q)
-    d = 1 - q * x
-    eta = (1 - q) * q * x / d**2
-    t2 = (1 - q) * q * x * (1 + q * x) / d**3  # E[T^2 e^(-l T)]
+    x, (phi, psi) = np.exp(-lam), _mgf_terms(lam, q)
+    eta = (1 - q) * q * x / (1 - q * x) ** 2
+    t2 = (1 - q) * q * x * (1 + q * x) / (1 - q * x) ** 3  # E[T^2 e^(-l T)]
     return phi, psi, eta, (1 - q) * t2 - q * eta
 
 
 def _own(n, a, k, c, own, other, G):
-    """E[b S_X] integrand (E, V) for n responses on tail X (a of them correct), the other G - n
-    on tail Y (k - a correct); own / other: (phi, psi, eta, chi) of X and Y."""
-    phx, psx, etx, chx = own
-    phy, _, ety, _ = other
+    """The integrand (E, V) of E[b S_X | routing] = int e^(-l G c) [a ((c psi_X + chi_X)
+    phi_X^(n-1) + (n-1)(c phi_X + eta_X) psi_X phi_X^(n-2)) phi_Y^(G-n) + (k-a) n (c phi_Y +
+    eta_Y) psi_X phi_X^(n-1) phi_Y^(G-n-1)] dl (1/N = int e^(-l N) dl), n responses on tail X
+    (a correct), G - n on Y (k - a correct); own / other: (phi, psi, eta, chi) of X and Y."""
+    (phx, psx, etx, chx), (phy, _, ety, _) = own, other
     if n == 0:
         return np.zeros(phx.shape)
     same = (c * psx + chx) * phx ** (n - 1)
-    if n >= 2:
-        same = same + (n - 1) * (c * phx + etx) * psx * phx ** (n - 2)
-    out = a * same * phy ** (G - n)
-    if G - n >= 1 and k - a > 0:
-        out = out + (k - a) * n * (c * phy + ety) * psx * phx ** (n - 1) * phy ** (G - n - 1)
-    return out
+    same = same + ((n - 1) * (c * phx + etx) * psx * phx ** (n - 2) if n >= 2 else 0.0)
+    cross = n * (c * phy + ety) * psx * phx ** (n - 1) * phy ** (G - n - 1) if n < G else 0.0
+    return a * same * phy ** (G - n) + (k - a) * cross
 
 
 def _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps):
-    """(E,) E[b S_w / s_k] and E[b S_c / s_k] of the length-weighted baseline, interior k."""
+    """(2, E) E[b S_w / s_k] and E[b S_c / s_k] of the length-weighted baseline, interior k."""
     pk = _pmf(G, p)  # (E, G+1)
-    lam = _V[None, :] / (G * c[:, None])  # (E, V)
-    tw, tc = _tail_terms(lam, qw[:, None]), _tail_terms(lam, qc[:, None])
-    core = np.exp(-lam * G * c[:, None]) * (_VW[None, :] / (G * c[:, None]))  # (E, V) with dl
     cc = c[:, None]
-    pi0, pi1 = (1 + a) / 2, (1 - a) / 2  # (E,)
-    jw, jc = np.zeros(p.size), np.zeros(p.size)
+    lam = _V[None, :] / (G * cc)  # (E, V)
+    tw, tc = _tail_terms(lam, qw[:, None]), _tail_terms(lam, qc[:, None])
+    core = np.exp(-lam * G * cc) * _VW[None, :] / (G * cc)  # (E, V) with d lambda
+    pi0, pi1, jw, jc = (1 + a) / 2, (1 - a) / 2, np.zeros(p.size), np.zeros(p.size)
     for k in range(1, G):
-        sd = np.sqrt(k * (G - k) / G / max(G - ddof, 1))
-        weight = pk[:, k] / std_factor(sd, eps, alpha)  # (E,)
+        weight = pk[:, k] / std_factor(np.sqrt(k * (G - k) / G / max(G - ddof, 1)), eps, alpha)
         f1, f0 = _pmf(k, pi1), _pmf(G - k, pi0)  # correct / wrong responses using theta_w
         for m1 in range(k + 1):
             for m0 in range(G - k + 1):
@@ -330,7 +314,7 @@ def _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps):
                 ic = _own(G - n, k - m1, k, cc, tc, tw, G)
                 jw += w * (core * iw).sum(1)
                 jc += w * (core * ic).sum(1)
-    return jw, jc
+    return np.stack([jw, jc])
 
 
 def tail_drift(
@@ -376,16 +360,13 @@ def tail_drift(
     scope, silent = _choice(scope, SCOPES, "scope"), _choice(silent, SILENT, "silent")
     m = check_int("n_groups", n_groups, 1) if scope == "batch" else 1
     if _choice(baseline, BASELINES, "baseline") == "length_weighted":
-        if length_norm != "constant" or silent != "keep" or max_length is None:
+        if length_norm != "constant" or silent != "keep" or not _array(max_length or 0, "") > 0:
             raise ValueError(
                 "baseline='length_weighted' is derived for length_norm 'constant' with its "
-                "max_length (L_max) and silent 'keep'"
+                "max_length (L_max > 0) and silent 'keep'"
             )
-        if isinstance(max_length, bool) or not max_length > 0:
-            raise ValueError(f"max_length must be a number > 0, got {max_length!r}")
-        jw, jc = _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps)
-        scale = -1.0 / (G * float(max_length))
-        return TailDrift((scale * jw).reshape(shape), (scale * jc).reshape(shape))
+        jw, jc = _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps) / (-G * max_length)
+        return TailDrift(jw.reshape(shape), jc.reshape(shape))
     if length_norm == "constant":
         zero = np.zeros(shape)
         return TailDrift(zero, zero.copy())
