@@ -15,15 +15,17 @@ from conftest import REPO
 
 from grpo_dial.tools.cluster_check import (
     Request,
-    SlurmConfig,
     check_jobs,
-    choose_status_command,
     dry_run_requests,
     job_request,
     misfit,
     parse_gres,
-    parse_scontrol_config,
     parse_sinfo,
+)
+from grpo_dial.tools.cluster_status import (
+    SlurmConfig,
+    choose_status_command,
+    parse_scontrol_config,
     profile_status_settings,
 )
 

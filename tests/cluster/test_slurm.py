@@ -27,7 +27,8 @@ import yaml
 from conftest import REPO
 
 from grpo_dial.stages.run import ATTEMPT_MARKER
-from grpo_dial.tools.cluster_check import query_sinfo, query_slurm_config
+from grpo_dial.tools.cluster_check import query_sinfo
+from grpo_dial.tools.cluster_status import query_slurm_config
 from grpo_dial.train.checkpoint import FILENAME
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]

@@ -110,7 +110,8 @@ def test_the_trl_backend_refuses_the_toy_by_name(toy):
     arms = {"t": read_arm({**TRL, "toy_cap": 0.5}, max_new_tokens=40, backend="trl")}
     assert backend_error(arms, 40) == (
         "config error at 'dials.t.toy_cap': the trl backend cannot train toy_cap = 0.5: "
-        "TRL does not cap advantages (backend: own can)"
+        "TRL does not cap advantages (backend: own can; config/trl.yaml restates the default's "
+        "arms for TRL)"
     )
     assert backend_error({"t": read_arm(TRL, backend="trl")}, 40) is None
 

@@ -97,7 +97,7 @@ def backend_error(arms: Mapping[str, Arm], max_new_tokens: int) -> str | None:
             field, text = why
             return (
                 f"config error at 'dials.{name}.{field}': the trl backend cannot train "
-                f"{text} (backend: own can)"
+                f"{text} (backend: own can; config/trl.yaml restates the default's arms for TRL)"
             )
     return None
 
