@@ -49,3 +49,44 @@ def test_summary_line_shows_two_seeds_values_not_an_interval():
     (line,) = summary_lines(drift)
     assert "grpo 2 seeds: +0.250, +0.750 (no interval below 3 seeds)" in line
     assert "-9" not in line
+
+
+STATE = pd.DataFrame({"accuracy": [0.3], "awareness": [0.5], "tail_estimate": [4.0],
+                      "tail_compute": [1.5], "core": [6.0]})  # fmt: skip
+
+
+def test_predicted_step_reads_an_accuracy_above_one_as_one():
+    from grpo_dial.analysis.aware import predicted_step
+    from grpo_dial.core.dial import preset
+
+    over = predicted_step(STATE.assign(accuracy=1.5), preset("grpo"), 8, 16)
+    one = predicted_step(STATE.assign(accuracy=1.0), preset("grpo"), 8, 16)
+    np.testing.assert_array_equal(over[0], one[0])
+    np.testing.assert_array_equal(over[1], one[1])
+
+
+def _responses() -> pd.DataFrame:
+    """Two steps of one group of 4 (tests/analysis/test_aware.py's toy)."""
+    rows = []
+    for step, tails in ((0, (4, 2, 1, 3)), (1, (8, 2, 1, 3))):
+        for (prefix, reward), t in zip(
+            (("~12", 0), ("~13", 1), ("=13", 1), ("=14", 0)), tails, strict=True
+        ):
+            rows.append(
+                dict(step=step, group=0, prompt_id="p", difficulty="o2d1", reward=float(reward),
+                     redundant=t, work=3, length=3 + t, tokens=3 + t + 1, prefix=prefix,
+                     truncated=False, resample_round=0)
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("grad_norm", [[], [float("nan"), float("inf")]])
+def test_run_drift_without_a_finite_grad_norm_and_with_a_text_column(grad_norm):
+    from grpo_dial.analysis.aware import run_drift, step_table
+    from grpo_dial.core.dial import preset
+
+    steps = step_table(_responses()).assign(dial="grpo")
+    train = pd.DataFrame({"grad_norm": pd.Series(grad_norm, dtype=float)})
+    d = run_drift(steps, train, preset("grpo"), 4, 1, lr=0.1, grad_clip=1.0, fraction=0.5)
+    assert np.isnan(d["grad_norm"]) and d["clip_share"] == 0.0
+    assert d["d_tail_wrong_resp"] == pytest.approx(2.0)  # wrong tails (4+3)/2 -> (8+3)/2
