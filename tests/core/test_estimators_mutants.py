@@ -53,3 +53,34 @@ def test_logged_values_of_a_step_by_hand():
     assert got["anchor"] == pytest.approx(0.4)
     empty = logged_values(dial, {**inputs, "strata": torch.tensor([])}, batch)
     assert math.isnan(empty["strata_cells"]) and math.isnan(empty["strata_split_groups"])
+
+
+def test_registration_refusals_and_what_a_registration_keeps():
+    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.estimators import ESTIMATORS
+
+    fields = {"toy_kept_on": Setting(False, "h", kind=bool)}
+    with pytest.raises(
+        ValueError, match="^estimator kind 'x' is not valid; choose one of advantage, weights$"
+    ):
+        register_estimator("toy_kept", kind="x", fields=fields, active=bool)
+    with pytest.raises(
+        ValueError, match="^estimator 'toy_kept' logs columns \\('c',\\) but has no log function$"
+    ):
+        register_estimator("toy_kept", kind="advantage", fields=fields, active=bool, columns=("c",))
+
+    def log(dial, inputs, batch):
+        return {"c": 1.0}
+
+    register_estimator(
+        "toy_kept", label="Toy kept", kind="advantage", fields=fields,
+        active=lambda dial: dial.toy_kept_on, columns=("c",), log=log,
+        preset={"toy_kept_on": True},
+    )(lambda dial: None)  # fmt: skip
+    try:
+        est = ESTIMATORS["toy_kept"]
+        assert est.label == "Toy kept" and ARM_NAMES["toy_kept"] == "Toy kept"
+        assert est.log is log and est.preset == {"toy_kept_on": True}
+    finally:
+        unregister_estimator("toy_kept")
+        ARM_NAMES.pop("toy_kept", None)

@@ -45,3 +45,9 @@ def test_arm_fields_carry_the_backend_and_a_bad_one_is_named():
         arm_from_fields({**fields, "backend": "jax"})
     assert error.value.name == "backend"
     assert str(error.value).startswith("backend='jax' is not valid")
+
+
+def test_arm_fields_without_a_backend_read_as_own():
+    arms = resolve_arms({"dials": {"g": {"preset": "grpo"}}, "train": TRAIN})
+    fields = {k: v for k, v in arm_fields(arms["g"]).items() if k != "backend"}
+    assert arm_from_fields(fields).backend == "own"
