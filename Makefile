@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 CONFIG ?= config/config.yaml
 BIN := $(VENV)/bin
 
-.PHONY: install reproduce test test-slurm lint clean
+.PHONY: install reproduce test test-slurm lint mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
@@ -54,6 +54,21 @@ test-slurm: $(BIN)/.installed-smollm
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests workflow/scripts
 	$(BIN)/snakemake --lint
+
+# Mutation testing (mutmut; tools/mutate.py, docs/development.md#mutation-testing): the modules in
+# MODULES, or those changed since BASE, against the tests of their mirror folder, for BUDGET seconds.
+MODULES ?=
+BASE ?= main
+BUDGET ?= 600
+TESTS ?=
+
+$(BIN)/.installed-mutate: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[test,mutate]"
+	touch $@
+
+mutate: $(BIN)/.installed-mutate
+	$(BIN)/python tools/mutate.py --base $(BASE) --budget $(BUDGET) \
+		$(if $(MODULES),--modules $(MODULES)) $(if $(TESTS),--tests $(TESTS))
 
 clean:
 	rm -rf results .snakemake
