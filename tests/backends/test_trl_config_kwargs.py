@@ -38,7 +38,8 @@ SETTINGS = {
 }
 # the keywords no setting changes
 FIXED = {"top_p": 1.0, "top_k": 0, "mask_truncated_completions": False,
-         "lr_scheduler_type": "constant", "warmup_steps": 0}  # fmt: skip
+         "lr_scheduler_type": "constant", "warmup_steps": 0,
+         "importance_sampling_level": "token"}  # fmt: skip
 
 
 def kwargs(processes: int, **changes) -> dict:

@@ -100,5 +100,5 @@ def test_the_plan_names_each_arms_backend_and_refuses_what_trl_cannot_train(tmp_
     assert str(refused.value) == (
         "config error at 'dials.grpo_adaptive.group_size': the trl backend cannot train "
         "group_size = 'adaptive': TRL gives every prompt num_generations responses (backend: own "
-        "can)"
+        "can; config/trl.yaml restates the default's arms for TRL)"
     )
