@@ -3,7 +3,6 @@ autograd of policy_loss, the run against the closed form, the summaries, config 
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest

@@ -64,5 +64,7 @@ def test_a_duplicate_name_fails_and_an_unknown_one_lists_the_valid():
 
 
 def test_an_unregistered_preset_is_refused_by_name():
-    with pytest.raises(ValueError, match="unknown preset 'toy_grpo'; valid presets: batch_std, bnpo, dapo"):
+    with pytest.raises(
+        ValueError, match="unknown preset 'toy_grpo'; valid presets: batch_std, bnpo, dapo"
+    ):
         preset("toy_grpo")
