@@ -39,7 +39,8 @@ SETTINGS = {
 # the keywords no setting changes
 FIXED = {"top_p": 1.0, "top_k": 0, "mask_truncated_completions": False,
          "lr_scheduler_type": "constant", "warmup_steps": 0,
-         "importance_sampling_level": "token"}  # fmt: skip
+         "importance_sampling_level": "token",
+         "use_bias_correction_kl": False, "vllm_importance_sampling_correction": False}  # fmt: skip
 
 
 def kwargs(processes: int, **changes) -> dict:
@@ -76,7 +77,7 @@ def test_every_setting_reaches_its_keyword(processes, micro, accumulation):
         "adam_beta1": 0.8,
         "adam_beta2": 0.95,
         "max_grad_norm": 0.7,
-        "max_steps": 37,
+        "max_steps": 111,  # 37 batches x 3 updates: TRL's max_steps counts optimizer steps
         "seed": 11,
         "bf16": True,
     }
@@ -88,3 +89,27 @@ def test_the_other_optimizer_precision_and_no_clipping():
     # no micro_batch: the whole share in one pass, no accumulation
     assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (24, 1)
     assert kw["steps_per_generation"] == 1
+
+
+def test_the_keywords_that_differ_from_trls_defaults_are_set():
+    """TRL's defaults multiply the k3 KL by the ratio and reweight vLLM samples: the translation
+    switches both off (the own trainer's KL and no sampler weight), and asks for steps x
+    updates_per_batch optimizer steps so `steps` batches are drawn."""
+    trl = pytest.importorskip("trl")
+    defaults = trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none")
+    assert defaults.use_bias_correction_kl and defaults.vllm_importance_sampling_correction
+    kw = kwargs(1, steps=5, updates_per_batch=4)
+    assert kw["use_bias_correction_kl"] is False
+    assert kw["vllm_importance_sampling_correction"] is False
+    assert (kw["max_steps"], kw["num_iterations"]) == (20, 4)
+    assert kwargs(1, steps=5, updates_per_batch=1)["max_steps"] == 5
+
+
+@pytest.mark.parametrize(
+    ("global_step", "updates", "batch"),
+    [(1, 1, 1), (7, 1, 7), (1, 3, 1), (3, 3, 1), (4, 3, 2), (6, 3, 2), (7, 3, 3)],
+)
+def test_trls_optimizer_step_is_the_own_trainers_batch(global_step, updates, batch):
+    from grpo_dial.backends.trl.config import batch_of
+
+    assert batch_of(global_step, updates) == batch

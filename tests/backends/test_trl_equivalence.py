@@ -1,7 +1,8 @@
 """TRL's GRPOTrainer against our own estimator on the same tiny model, prompts and seed: its
 advantages equal grpo_dial.core.advantage.advantages, and its loss equals our aggregation of
 the same per-token losses, for every dial the trl backend translates: GRPO, Dr. GRPO, DAPO,
-scale_rewards 'batch', LUSPO, GSPO's sequence ratio and BNPO's per-micro-batch token mean."""
+scale_rewards 'batch', LUSPO, GSPO's sequence ratio and BNPO's per-micro-batch token mean; with
+kl_coef > 0 on a reused batch its loss adds our k3 KL to the base, aggregated like the loss."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from grpo_dial.core.dial import dial_from_config
 
 trl = pytest.importorskip("trl")
 
-TRAIN = {"steps": 2, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 0.05,
+TRAIN = {"steps": 1, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 0.05,
          "seed": 3, "updates_per_batch": 2, "grad_clip": None}  # fmt: skip
 DIALS = {
     "grpo": {"preset": "grpo", "std_ddof": 1, "eps": 1e-4},
@@ -31,13 +32,19 @@ DIALS = {
 
 
 def run_trl(dial, tmp_path, train=TRAIN):
-    """Two optimizer steps on one generated batch (num_iterations 2, so the second step's
-    ratio moves off 1 and the clip can bind); per step: TRL's logged rewards and advantages in
-    generation order, and what _compute_loss saw and returned."""
+    """One batch (steps 1), two optimizer steps on it (updates_per_batch 2: num_iterations 2,
+    max_steps 2, so the second step's ratio moves off 1 and the clip can bind); per step: TRL's
+    logged rewards and advantages in generation order, and what _compute_loss saw and
+    returned."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
 
     model, tokenizer = tiny_policy(seed=0)
+    if train.get("kl_coef"):  # TRL loads its reference model from the policy's path
+        from grpo_dial.policy.model import save_policy
+
+        save_policy(model, tokenizer, tmp_path / "base")
+        model.config._name_or_path = str(tmp_path / "base")
     model.train()
     task = FakeTask()
     pool = task.problems("train", 16, 0)
@@ -127,3 +134,32 @@ def test_trl_bnpo_equals_ours_over_each_optimizer_step(tmp_path):
         assert sum(s["loss"] for s in step) == pytest.approx(float(expected), abs=1e-6)
         token_mean = advantage.policy_loss(logp, old, adv, mask, dial.replace(length_norm="token"))
         assert abs(float(token_mean) - float(expected)) > 1e-4  # the micro-batch scope matters
+
+
+@pytest.mark.parametrize("name", ["grpo", "dapo"])
+def test_trl_kl_term_is_our_k3_estimator_on_a_reused_batch(name, tmp_path):
+    """kl_coef 0.7 on one batch updated twice: each step's loss is the policy loss plus 0.7 x
+    the dial's aggregation of exp(d) - d - 1, d = log pi_ref - log pi (grpo_dial.train.step).
+    TRL's default use_bias_correction_kl multiplies the KL by pi / pi_old, which the second
+    update moves off 1: that estimator differs here by more than the tolerance."""
+    dial = dial_from_config(DIALS[name])
+    beta = 0.7
+    seen = run_trl(dial, tmp_path, {**TRAIN, "kl_coef": beta, "lr": 0.2})
+    assert len(seen) == 2
+    aggregate = advantage.make_aggregator(dial)
+    corrected_gap = 0.0
+    for step in seen:
+        inputs = step["inputs"]
+        logp = step["logps"]  # (B, T)
+        old = inputs.get("old_per_token_logps")
+        old = logp if old is None else old
+        mask = inputs["completion_mask"].to(logp.dtype)  # (B, T)
+        d = inputs["ref_per_token_logps"] - logp  # (B, T)
+        k3 = torch.exp(d) - d - 1.0  # (B, T)
+        policy = advantage.policy_loss(logp, old, inputs["advantages"], mask, dial)
+        expected = policy + beta * aggregate(k3, mask)
+        assert step["loss"] == pytest.approx(float(expected), abs=1e-6)
+        corrected = policy + beta * aggregate(k3 * torch.exp(logp - old), mask)
+        corrected_gap = max(corrected_gap, abs(float(corrected) - float(expected)))
+    assert float(aggregate(k3, mask)) > 1e-4  # the second update has moved off the base
+    assert corrected_gap > 1e-5  # the bias-corrected KL would fail the check above

@@ -23,8 +23,24 @@
     ratio_level              importance_sampling_level 'token' / 'sequence' (GSPO)
     clip_low / clip_high     epsilon / epsilon_high
     group_size (train)       num_generations; prompts_per_step x G completions per step
-    kl_coef                  beta (k3 estimator against the base policy, as ours)
-    updates_per_batch        num_iterations
+    kl_coef                  beta, use_bias_correction_kl False: the k3 estimator
+                             exp(d) - d - 1, d = log pi_ref - log pi, against the base policy,
+                             as ours; TRL's default multiplies it by the ratio pi / pi_old,
+                             which changes the KL gradient whenever beta > 0 (even on-policy:
+                             the ratio is 1 but its gradient is not 0) and its value once a
+                             batch is reused
+    updates_per_batch        num_iterations, and max_steps = steps x updates_per_batch: TRL's
+                             max_steps counts optimizer steps and it samples a new batch every
+                             num_iterations of them, so `steps` batches are drawn, as ours;
+                             TRL's global step g is the own trainer's step ceil(g / u)
+                             (`batch_of`)
+    (vLLM sampling)          vllm_importance_sampling_correction False: the old log-probs are
+                             the training model's forward (TRL recomputes them when vLLM
+                             samples), as ours, and no sampler mismatch weight enters the
+                             loss (TRL's default 'sequence_mask' multiplies each response's
+                             loss by pi_train / pi_vLLM of the response and zeroes it where
+                             that ratio exceeds 3): the own trainer samples with the model it
+                             trains, so it has no such weight to match
 
 TRL fixes the std's ddof (1) and eps (1e-4): with std_power 1 a dial that differs is refused, the
 `trl_grpo` dial {preset: grpo, std_ddof: 1, eps: 0.0001} matches. With std_power 0 they do not
@@ -128,6 +144,7 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
                 f"completions (TRL's per_device_train_batch_size)"
             )
         micro = dial.bnpo_rows
+    updates = train.get("updates_per_batch", 1)
     optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train.get("optimizer", "adamw")]
     betas = tuple(train.get("betas", (0.9, 0.999)))
     return {
@@ -145,7 +162,9 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
         "epsilon": dial.clip_low,
         "epsilon_high": dial.clip_high,
         "beta": train.get("kl_coef", 0.0),
-        "num_iterations": train.get("updates_per_batch", 1),
+        "use_bias_correction_kl": False,  # the plain k3 KL, as ours
+        "vllm_importance_sampling_correction": False,  # ours: no sampler mismatch weight
+        "num_iterations": updates,
         "mask_truncated_completions": False,  # ours trains truncated responses too (reward 0)
         "learning_rate": train.get("lr", 1e-4) * train.get("lr_scale", 1.0),
         "lr_scheduler_type": "constant",
@@ -155,7 +174,13 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
         "adam_beta1": betas[0],
         "adam_beta2": betas[1],
         "max_grad_norm": train.get("grad_clip") or 0.0,
-        "max_steps": train["steps"],
+        "max_steps": train["steps"] * updates,  # optimizer steps: `steps` batches drawn
         "seed": train.get("seed", 0),
         "bf16": train.get("precision", "fp32") == "bf16",
     }
+
+
+def batch_of(global_step: int, updates: int) -> int:
+    """The own trainer's step (1-based sampled batch) of TRL's optimizer step `global_step`:
+    TRL takes `updates` (num_iterations) optimizer steps on each batch, so ceil(g / updates)."""
+    return -(-global_step // updates)

@@ -8,11 +8,12 @@ rewards and advantages; they are measured the same way here, by the same functio
 (`identity_probe`), on the same kind of batch:
 
 - when: TRL samples and scores a step's completions in `_generate_and_score_completions`, once
-  per generation batch (steps_per_generation x num_iterations micro-steps, one optimizer step at
-  updates_per_batch 1), before the step's first backward. TRL has no callback between sampling
+  per generation batch (steps_per_generation x num_iterations micro-steps: updates_per_batch
+  optimizer steps), before the batch's first backward. TRL has no callback between sampling
   and the update (a TrainerCallback's on_step_begin comes before the sampling, on_step_end after
   the update), so `probing_trainer` subclasses GRPOTrainer and runs the probe right after that
-  method returns: step = global_step + 1, the policy that sampled the batch, on-policy as ours.
+  method returns: step = global_step / num_iterations + 1, the policy that sampled the batch,
+  on-policy as ours.
 - the batch: TRL's prompt ids (left-padded, its prompt mask) and completion ids (right-padded;
   completion mask 1 up to and including EOS, as our response mask) become a `Rollouts`; rows
   g G .. (g + 1) G - 1 are group g (TRL's RepeatSampler puts a prompt's num_generations
@@ -121,7 +122,8 @@ def probing_trainer(base: type) -> type:
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
-            step = self.state.global_step + 1  # the step this batch trains
+            # the batch this one is (it is sampled before its first of num_iterations updates)
+            step = self.state.global_step // self.args.num_iterations + 1
             if self.identity is not None and self.model.training and self.identity.due(step):
                 model = self.accelerator.unwrap_model(self.model)
                 self.identity.measure(model, step, inputs, output)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_dial.backends.trl.config import grpo_config_kwargs
+from grpo_dial.backends.trl.config import batch_of, grpo_config_kwargs
 from grpo_dial.core.dial import Dial
 from grpo_dial.data.tasks.base import Task
 from grpo_dial.train.config import TrainConfig
@@ -66,9 +66,10 @@ def run_key(config: TrainConfig, dial: Dial, pool, heldout, base) -> dict:
     )
 
 
-def open_run_dir(run_dir: Path, key: dict, mode: str, steps: int) -> str | None:
+def open_run_dir(run_dir: Path, key: dict, mode: str, steps: int, updates: int = 1) -> str | None:
     """The checkpoint folder to resume from, or None to start afresh; another run's folder is
-    moved aside (auto) or stops the run (strict), never overwritten."""
+    moved aside (auto) or stops the run (strict), never overwritten. steps: the own trainer's
+    (batches); a checkpoint's number is TRL's optimizer step, `updates` of them per batch."""
     from transformers.trainer_utils import get_last_checkpoint
 
     from grpo_dial.train.resume import key_changes
@@ -78,7 +79,7 @@ def open_run_dir(run_dir: Path, key: dict, mode: str, steps: int) -> str | None:
         old = json.loads(key_file.read_text(encoding="utf-8"))
         changes = key_changes(old, key)
         last = get_last_checkpoint(str(run_dir))
-        done = int(last.rsplit("-", 1)[1]) if last else 0
+        done = batch_of(int(last.rsplit("-", 1)[1]), updates) if last else 0
         if done > steps:
             changes.append(f"train.steps: {done} already done, {steps} asked")
         if not changes:
@@ -184,7 +185,8 @@ def trl_train(
     )
     run_dir = Path(checkpoint_dir) / "trl"
     key = run_key(config, dial, pool, heldout, model)
-    resume_from = open_run_dir(run_dir, key, config.resume, config.steps)
+    updates = config.updates_per_batch  # TRL's optimizer steps per batch (num_iterations)
+    resume_from = open_run_dir(run_dir, key, config.resume, config.steps, updates)
     saved = {"evals": [], "walls": {}, "identity": []}
     if resume_from is not None:
         saved = json.loads((Path(resume_from) / RECORDS).read_text(encoding="utf-8"))
@@ -210,7 +212,7 @@ def trl_train(
         log_completions=True,
         num_completions_to_print=0,
         save_strategy="steps",
-        save_steps=config.checkpoint_every,
+        save_steps=config.checkpoint_every * updates,  # after a batch's last update
         save_total_limit=2,
         report_to="none",
         disable_tqdm=not config.progress,
@@ -241,10 +243,13 @@ def trl_train(
                 run_eval(model, 0)
 
         def on_step_begin(self, args, state, control, **_):
-            self.t0 = time.perf_counter()
+            if state.global_step % updates == 0:  # a batch's first update: it samples first
+                self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, model=None, **_):
-            step = state.global_step
+            if state.global_step % updates:  # the batch has updates left
+                return
+            step = state.global_step // updates
             probing = probe.seconds.pop(step, 0.0) if probe is not None else 0.0
             walls[step] = time.perf_counter() - self.t0 - probing  # without the probe, as ours
             last = step == config.steps
@@ -252,6 +257,7 @@ def trl_train(
                 run_eval(model, step)
 
         def on_save(self, args, state, control, **_):
+            step = batch_of(state.global_step, updates)
             if state.is_world_process_zero:
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 records = {
@@ -261,7 +267,7 @@ def trl_train(
                 }
                 (folder / RECORDS).write_text(json.dumps(records), encoding="utf-8")
             if callback is not None:
-                callback(state.global_step)
+                callback(step)
 
     data = Dataset.from_dict(
         {"prompt": prompt_column(tokenizer, pool), "idx": list(range(len(pool)))}
@@ -283,8 +289,10 @@ def trl_train(
         for source, step in ((base_model_dir, 0), (outputs["model"], config.steps)):
             run_eval(load_policy(str(source), device, "float32")[0].eval(), step)
     imported = trl_tables.import_completions(run_dir, config.group_size)
-    responses = trl_tables.responses_table(imported)
-    tables = trl_tables.run_tables(responses, dial, trainer.state.log_history, walls, bands, vocab)
+    responses = trl_tables.responses_table(imported, updates)
+    tables = trl_tables.run_tables(
+        responses, dial, trainer.state.log_history, walls, bands, vocab, updates
+    )
     tables["responses"] = responses
     tables["evals"] = rec.to_frames({"evals": evals}, {"evals": rec.EVAL_COLUMNS})["evals"]
     tables["identity"] = identity_table([] if probe is None else probe.rows)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from grpo_dial.backends.trl.config import batch_of
 from grpo_dial.core.dial import Dial
 from grpo_dial.core.estimators import log_columns
 from grpo_dial.train import records as rec
@@ -45,11 +46,13 @@ def import_completions(run_dir: str | Path, group_size: int) -> pd.DataFrame:
     return table
 
 
-def responses_table(imported: pd.DataFrame) -> pd.DataFrame:
-    """records.RESPONSE_COLUMNS from the imported completions."""
+def responses_table(imported: pd.DataFrame, updates: int = 1) -> pd.DataFrame:
+    """records.RESPONSE_COLUMNS from the imported completions. TRL logs a batch at each of its
+    `updates` optimizer steps; the importer keeps the first (the rest repeat it), at optimizer
+    step g: the own trainer's step batch_of(g, updates)."""
     out = pd.DataFrame(
         {
-            "step": imported["step"].astype(np.int64),
+            "step": [batch_of(int(g), updates) for g in imported["step"]],
             "group": imported["group"].astype(np.int64),
             "prompt_id": imported["problem_id"].astype(str),
             "difficulty": imported["difficulty"].astype(object),
@@ -70,12 +73,20 @@ def responses_table(imported: pd.DataFrame) -> pd.DataFrame:
     return out[list(rec.RESPONSE_COLUMNS)]
 
 
-def _history(log_history: list[dict]) -> dict[int, dict]:
-    """TRL's training log entries (loss, grad_norm, learning_rate, kl) by step."""
-    out: dict[int, dict] = {}
+def _history(log_history: list[dict], updates: int = 1) -> dict[int, dict]:
+    """TRL's training log (one entry per optimizer step) by the own trainer's step, as it
+    reports a batch's `updates` updates: loss and grad_norm their mean, learning_rate and kl
+    (to the base, on the batch's first update) the first's."""
+    by_step: dict[int, list[dict]] = {}
     for entry in log_history:
         if "loss" in entry and isinstance(entry.get("step"), int):
-            out[entry["step"]] = entry
+            by_step.setdefault(batch_of(entry["step"], updates), []).append(entry)
+    out = {}
+    for step, entries in by_step.items():
+        out[step] = {**entries[0], **{
+            name: float(np.mean([e.get(name, math.nan) for e in entries]))
+            for name in ("loss", "grad_norm")
+        }}  # fmt: skip
     return out
 
 
@@ -86,9 +97,11 @@ def run_tables(
     walls: Mapping[int, float],
     bands: Mapping[str, str],
     vocab: tuple[str, ...],
+    updates: int = 1,
 ) -> dict[str, pd.DataFrame]:
-    """steps, mass and allocation tables (records' columns) from the responses table."""
-    history = _history(log_history)
+    """steps, mass and allocation tables (records' columns) from the responses table; updates:
+    TRL's optimizer steps per batch (num_iterations), log_history's steps per own step."""
+    history = _history(log_history, updates)
     steps, mass, allocation = [], rec.new_records()["mass"], []
     for step, rows in responses.groupby("step", sort=True):
         gid = torch.tensor(rows["group"].to_numpy())  # (N,)
