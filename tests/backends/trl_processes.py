@@ -1,0 +1,120 @@
+"""One TRL optimizer step of the trl backend's translation, run alone or under `accelerate launch`
+(tests/backends/test_trl_processes.py): python trl_processes.py <base dir> <out dir> <dial>.
+
+Completions are a fixed function of (prompt, its occurrence in the group), not sampled, so one
+process and N processes train on the same batch; SGD (the update is lr x the gradient) so the
+update compares gradients, which AdamW's first step (~lr sign g) would hide. Each rank writes
+rank<r>.json (num_items_in_batch, its tokens, loss, processes); rank 0 writes update.pt, the
+parameters' change theta' - theta."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import sys
+import warnings
+import zlib
+from pathlib import Path
+
+import torch
+
+TRAIN = {"steps": 1, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 0.5,
+         "optimizer": "sgd", "grad_clip": None, "seed": 7}  # fmt: skip
+DIALS = {
+    "dapo": {"preset": "dapo", "silent": "keep", "std_ddof": 1, "eps": 1e-4},
+    "grpo": {"preset": "grpo", "std_ddof": 1, "eps": 1e-4},
+}
+
+
+def problems() -> list:
+    """16 distinct prompts of the fake task (tests/_rl_fixtures.FakeTask), hard / easy in turn."""
+    from grpo_dial.data.tasks.base import Problem
+
+    texts = ["".join(t) for t in itertools.product("abc", repeat=3)][:16]
+    return [Problem(f"p{i}", t, "abc" if i % 2 else "a", "easy" if i % 2 else "hard")
+            for i, t in enumerate(texts)]  # fmt: skip
+
+
+def completion(prompt_ids: list[int], occurrence: int, letters: list[int], eos: int) -> list[int]:
+    """1-6 tokens drawn from a generator seeded by the prompt and the occurrence; ends in EOS
+    (finished) with probability 0.7."""
+    seed = zlib.crc32(json.dumps([list(prompt_ids), occurrence]).encode())
+    rng = random.Random(seed)
+    n = rng.randint(1, TRAIN["max_new_tokens"])
+    finished = rng.random() < 0.7
+    body = [rng.choice(letters) for _ in range(n - finished)]
+    return body + [eos] * finished
+
+
+def main(base: str, out: str, dial_name: str) -> None:
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_dial.backends.trl.config import grpo_config_kwargs
+    from grpo_dial.backends.trl.run import make_reward, prompt_column
+    from grpo_dial.core.dial import dial_from_config
+    from grpo_dial.policy.model import load_policy
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from _rl_fixtures import FakeTask
+
+    torch.set_num_threads(1)
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    model, tokenizer = load_policy(base, "cpu", "float32")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    eos = tokenizer.eos_token_id
+    letters = [tokenizer.convert_tokens_to_ids(c) for c in "abc"]
+    pool = problems()
+    seen: list[dict] = []
+
+    class Fixed(GRPOTrainer):
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                  has_tool_images=False):  # fmt: skip
+            count: dict[tuple, int] = {}
+            out = []
+            for p in prompt_ids:
+                j = count.get(tuple(p), 0)
+                count[tuple(p)] = j + 1
+                out.append(completion(p, j, letters, eos))
+            return out, None
+
+        def _compute_loss(self, model, inputs):
+            loss = super()._compute_loss(model, inputs)
+            seen.append({
+                "num_items_in_batch": float(inputs["num_items_in_batch"]),
+                "tokens": float(inputs["completion_mask"].sum()),
+                "rows": len(inputs["completion_mask"]),
+                "loss": float(loss.detach()),
+            })  # fmt: skip
+            return loss
+
+    dial = dial_from_config(DIALS[dial_name])
+    args = GRPOConfig(
+        output_dir=str(Path(out) / "trl"), use_cpu=True, report_to="none", save_strategy="no",
+        logging_steps=1, disable_tqdm=True, dataloader_num_workers=0,
+        **grpo_config_kwargs(dial, TRAIN, processes),
+    )  # fmt: skip
+    data = Dataset.from_dict({"prompt": prompt_column(tokenizer, pool), "idx": list(range(16))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = Fixed(
+            model=model, reward_funcs=make_reward(FakeTask(), pool, {eos}), args=args,
+            train_dataset=data, processing_class=tokenizer,
+        )  # fmt: skip
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
+    backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+    record = {"processes": processes, "rank": rank, "backend": backend, "steps": seen}
+    Path(out, f"rank{rank}.json").write_text(json.dumps(record), encoding="utf-8")
+    if rank == 0:
+        after = trainer.accelerator.unwrap_model(trainer.model).named_parameters()
+        update = {n: (p.detach() - before[n]) for n, p in after}
+        torch.save(update, Path(out) / "update.pt")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
