@@ -23,7 +23,8 @@ DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, whi
     "grpo": {"preset": "grpo", **TRL},
     "dr_grpo": {"preset": "dr_grpo", "backend": "trl"},
     "dapo": {"preset": "dapo", "silent": "keep", **TRL},
-    # the default's other arms (an overlay cannot remove them): TRL where it can express them
+    # the default's other arms (kept to exercise them; {name: null} would drop one): TRL where it
+    # can express them
     "std_constant": {"preset": "grpo", "length_norm": "constant", **TRL},
     "nostd_sequence": {"preset": "dr_grpo", "length_norm": "sequence", "backend": "trl"},
     "grpo_adaptive": {"preset": "grpo", "group_size": "adaptive", "backend": "own"},
