@@ -113,3 +113,23 @@ def test_trls_optimizer_step_is_the_own_trainers_batch(global_step, updates, bat
     from grpo_dial.backends.trl.config import batch_of
 
     assert batch_of(global_step, updates) == batch
+
+
+def test_a_partial_train_section_falls_back_to_trainconfigs_defaults():
+    """The tests and tools pass partial train dicts: each missing setting takes TrainConfig's
+    default, the same keywords as the full asdict(TrainConfig(...))."""
+    dial = read_arm(ARM).dial
+    needed = {"steps": 3, "prompts_per_step": 2, "group_size": 4, "max_new_tokens": 9}
+    full = asdict(TrainConfig(**needed))
+    partial = grpo_config_kwargs(dial, needed)
+    assert partial == grpo_config_kwargs(dial, full)
+    assert (partial["temperature"], partial["seed"], partial["bf16"]) == (1.0, 0, False)
+    assert (partial["adam_beta1"], partial["adam_beta2"]) == (0.9, 0.999)
+
+
+def test_counts_are_integers_and_a_micro_batch_of_one_is_kept():
+    kw = kwargs(2, micro_batch=1)  # share 12 in micro-batches of 1
+    assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (1, 12)
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps",
+                 "steps_per_generation", "max_steps", "num_iterations"):  # fmt: skip
+        assert type(kw[name]) is int, name

@@ -31,3 +31,20 @@ def test_a_normalizer_without_a_trl_loss_type_is_refused_by_field(trl_weights):
         "length_norm",
         "length_norm = 'toy_w': TRL has no such loss_type",
     )
+
+
+@pytest.mark.parametrize(
+    ("dial", "adaptive", "line"),
+    [
+        (Dial(std_power=0.5), False, ("std_power", "std_power = 0.5: TRL's scale_rewards divides "
+                                      "by the std (std_power 1) or not at all (0)")),
+        (Dial(silent="drop", std_ddof=TRL_STD_DDOF, eps=TRL_EPS), False,
+         ("silent", "silent = 'drop': TRL keeps silent groups (no dynamic-sampling refill); "
+                    "use 'keep'")),
+        (Dial(std_ddof=TRL_STD_DDOF, eps=TRL_EPS), True,
+         ("group_size", "group_size = 'adaptive': TRL gives every prompt num_generations "
+                        "responses")),
+    ],
+)  # fmt: skip
+def test_each_core_refusal_line_word_for_word(dial, adaptive, line):
+    assert refusal(dial, 24, adaptive) == line

@@ -173,7 +173,7 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
         "weight_decay": train.get("weight_decay", 0.0),
         "adam_beta1": betas[0],
         "adam_beta2": betas[1],
-        "max_grad_norm": train.get("grad_clip") or 0.0,
+        "max_grad_norm": train.get("grad_clip", 1.0) or 0.0,  # TrainConfig.grad_clip 1.0
         "max_steps": train["steps"] * updates,  # optimizer steps: `steps` batches drawn
         "seed": train.get("seed", 0),
         "bf16": train.get("precision", "fp32") == "bf16",
