@@ -192,14 +192,16 @@ def run_drift(
         for w, frame in (("base", ref), ("first", first), ("last", last))
         for k in ("estimate", "compute", "wrong", "correct")
     }
+    te, tc = tails["tail_estimate_last"], tails["tail_compute_last"]
+    te0, tc0 = tails["tail_estimate_base"], tails["tail_compute_base"]
     d = {
-        "d_wrong": float(log_tail(tails["tail_estimate_last"]) - log_tail(tails["tail_estimate_base"])),
-        "d_correct": float(log_tail(tails["tail_compute_last"]) - log_tail(tails["tail_compute_base"])),
-        "d_wrong_tokens": tails["tail_estimate_last"] - tails["tail_estimate_base"],
-        "d_correct_tokens": tails["tail_compute_last"] - tails["tail_compute_base"],
+        "d_wrong": float(log_tail(te) - log_tail(te0)),
+        "d_correct": float(log_tail(tc) - log_tail(tc0)),
+        "d_wrong_tokens": te - te0,
+        "d_correct_tokens": tc - tc0,
         "d_tail_wrong_resp": tails["tail_wrong_last"] - tails["tail_wrong_base"],
         "d_tail_correct_resp": tails["tail_correct_last"] - tails["tail_correct_base"],
-    }  # fmt: skip
+    }
     d["contrast"] = d["d_wrong"] - d["d_correct"]
     d["contrast_tokens"] = d["d_wrong_tokens"] - d["d_correct_tokens"]
     d["d_common"] = (d["d_wrong"] + d["d_correct"]) / 2
@@ -285,11 +287,14 @@ QUANTITIES = (
     "contrast", "d_wrong", "d_correct", "d_common", "contrast_tokens", "d_wrong_tokens",
     "d_correct_tokens", "d_tail_wrong_resp", "d_tail_correct_resp",
 )  # fmt: skip
-_BASE = {
-    "d_wrong": ("tail_estimate_base", log_tail), "d_correct": ("tail_compute_base", log_tail),
-    "d_wrong_tokens": ("tail_estimate_base", None), "d_correct_tokens": ("tail_compute_base", None),
-    "d_tail_wrong_resp": ("tail_wrong_base", None), "d_tail_correct_resp": ("tail_correct_base", None),
-}  # fmt: skip
+_BASE = {  # quantity -> the run column of its base value, and its transform
+    "d_wrong": ("tail_estimate_base", log_tail),
+    "d_correct": ("tail_compute_base", log_tail),
+    "d_wrong_tokens": ("tail_estimate_base", None),
+    "d_correct_tokens": ("tail_compute_base", None),
+    "d_tail_wrong_resp": ("tail_wrong_base", None),
+    "d_tail_correct_resp": ("tail_correct_base", None),
+}
 
 
 def drift_table(
@@ -301,8 +306,8 @@ def drift_table(
     snr: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
     """Per dial and quantity (DRIFT_COLUMNS): the base policy's value (the level the drift starts
-    from: L or tokens), the seed mean with its t interval, the rank tests (`rank_tests`), the take-off
-    counts (runs' `takeoff`) with Fisher's p against the `null` dial's, Mann-Whitney's p and the
+    from: L or tokens), the seed mean with its t interval, the rank tests (`rank_tests`), the
+    take-off counts (runs' `takeoff`) with Fisher's p against the `null` dial's, Mann-Whitney's p and the
     measured ratio (bootstrap interval) against the `reference` dial, and the predictions: the
     closed form's SGD ratio, the SNR ratio (`snr`: dial -> the contrast push's signal-to-noise
     ratio; NaN without), the SGD drift (pred_sgd, theta units); the median gradient norm, the
@@ -332,16 +337,30 @@ def drift_table(
             base = float(d[column].mean()) if column else float("nan")
             rows.append(
                 {
-                    "dial": dial, "n_seeds": len(d), "quantity": q,
+                    "dial": dial,
+                    "n_seeds": len(d),
+                    "quantity": q,
                     "base": transform(base) if transform else base,
-                    "mean": s.mean, "lo": s.lo, "hi": s.hi, "min": s.low, "max": s.high,
-                    **rank_tests(x), "n_up": up, "n_down": down, "takeoff_p": takeoff_p,
+                    "mean": s.mean,
+                    "lo": s.lo,
+                    "hi": s.hi,
+                    "min": s.low,
+                    "max": s.high,
+                    **rank_tests(x),
+                    "n_up": up,
+                    "n_down": down,
+                    "takeoff_p": takeoff_p,
                     "mwu_p": mann_whitney_p(x, ref[q]) if dial != reference else float("nan"),
-                    "ratio": r, "ratio_lo": rlo, "ratio_hi": rhi,
+                    "ratio": r,
+                    "ratio_lo": rlo,
+                    "ratio_hi": rhi,
                     "ratio_sgd": u_arm / u_ref if u_ref else float("nan"),
                     "ratio_snr": snr.get(dial, np.nan) / snr[reference]
-                    if snr.get(reference) else float("nan"),
-                    "pred_sgd": float(d["pred_correct" if path == "u_correct" else "pred_wrong"].mean()),
+                    if snr.get(reference)
+                    else float("nan"),
+                    "pred_sgd": float(
+                        d["pred_correct" if path == "u_correct" else "pred_wrong"].mean()
+                    ),
                     "snr": snr.get(dial, float("nan")),
                     "grad_norm": float(d["grad_norm"].median()),
                     "clip_share": float(d["clip_share"].mean()),

@@ -142,8 +142,9 @@ def bridge_sources(
     from grpo_dial.analysis.real_lengths import GSM8K, MATH_COT
 
     parts = [
-        length_bridge(responses[responses["source"] == name], n_boot=n_boot, seed=seed,
-                      level=level).assign(source=name)  # fmt: skip
+        length_bridge(
+            responses[responses["source"] == name], n_boot=n_boot, seed=seed, level=level
+        ).assign(source=name)  # fmt: skip
         for name in (MATH_COT, GSM8K)
         if (responses["source"] == name).any()
     ]

@@ -125,8 +125,18 @@ def push_moments(
     weigh = advantage.make_token_weights(dial)
     g = np.array(
         [
-            _batch_gradient(dial, th, rng, gid, weigh, compute_accuracy, estimate_accuracy,
-                            estimate_rate, core, max_tail)  # fmt: skip
+            _batch_gradient(
+                dial,
+                th,
+                rng,
+                gid,
+                weigh,
+                compute_accuracy,
+                estimate_accuracy,
+                estimate_rate,
+                core,
+                max_tail,
+            )  # fmt: skip
             for _ in range(batches)
         ]
     )  # (batches, 2): [compute, estimate]

@@ -18,8 +18,8 @@ SGD step would move the tails by
 
     dtheta_~ = lr (K_ee E[u_w] + K_ec E[u_c]),   dtheta_= = lr (K_ec E[u_w] + K_cc E[u_c]),
 
-K = the kernel of J (K_ee = J_~ . J_~, K_ec = J_~ . J_=, K_cc = J_= . J_=; k_diff = |J_~ - J_=|^2, the part that can
-move one mode against the other) and E[u] the closed form
+K = the kernel of J (K_ee = J_~ . J_~, K_ec = J_~ . J_=, K_cc = J_= . J_=; k_diff = |J_~ - J_=|^2,
+the part that can move one mode against the other) and E[u] the closed form
 (core/length_drift.tail_drift) at the level's p and a and the base tails. Over S steps at the base
 state: a first-order prediction, in theta; in tokens dT = T_base dtheta (E[T] = e^theta), in
 L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's learning rate so that this
@@ -28,7 +28,7 @@ closed form's magnitude can then be read off the runs directly.
 
 Adam (`push_snr`): each coordinate's step is about lr E[g] / sqrt(E[g^2]), so the prediction is
 the push's signal-to-noise ratio per batch (analysis/aware_sim.push_moments, common random numbers
-across arms), which sets the drift's size up to a scale the transformer's many coordinates set;
+across arms; the forced core rounded to whole tokens), which sets the drift's size up to a scale the transformer's many coordinates set;
 `pred_adam` is that drift if theta_m were one Adam coordinate: S lr snr / sqrt(1 + snr^2) per mode.
 
 `dose_table`: per optimizer, level, arm and quantity, the seed mean with its 90 % t interval, the
@@ -228,9 +228,7 @@ def push_snr(dial, options: Mapping, base: pd.DataFrame, train: Mapping,
     from grpo_dial.data.tasks.aware import AwareTask
 
     task = AwareTask(**options)
-    compute, estimate = (
-        LEVELS[level] if level else (task.compute_accuracy, task.estimate_accuracy)
-    )
+    compute, estimate = LEVELS[level] if level else (task.compute_accuracy, task.estimate_accuracy)
     row = base.iloc[0]
     theta = tuple(float(np.log(max(row[f"tail_{m}"], 1e-3))) for m in ("compute", "estimate"))
     return push_moments(
@@ -264,7 +262,10 @@ def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Se
     for seed in seeds:
         config = TrainConfig(
             **{**train, "identity_every": 0, "eval_every": 0, "progress": False},
-            train_pool=pool, pool_seed=pool_seed, seed=int(seed), device=device,
+            train_pool=pool,
+            pool_seed=pool_seed,
+            seed=int(seed),
+            device=device,
         )
         config = replace(config, allocation=arm.allocation)
         model, tokenizer = load_policy(base_dir, device=device, dtype="float32")

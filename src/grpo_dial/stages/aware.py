@@ -1,4 +1,5 @@
-"""Rule file aware.smk: the aware-tail runs against the closed form (issues 27, 35; analysis/aware.py).
+"""Rule file aware.smk: the aware-tail runs against the closed form (issues 27, 35;
+analysis/aware.py).
 
 `aware_base` samples the base policy at step 0 (before any update) and measures its tangent kernel
 of the tail; `aware_summary` reads every run's responses and steps and writes the per-step table,

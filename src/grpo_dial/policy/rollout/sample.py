@@ -245,7 +245,12 @@ COMPACT_AT = 0.125  # drop finished rows once this fraction of the decode rows h
 
 
 def _next_tokens(
-    logits: Tensor, temperature: float, generator, rows: Tensor, n: int, banned: Tensor | None = None
+    logits: Tensor,
+    temperature: float,
+    generator,
+    rows: Tensor,
+    n: int,
+    banned: Tensor | None = None,
 ) -> Tensor:
     """Next token of decode rows `rows` (of the call's n) from logits (R, V), never one of the
     ids `banned` (K,) (module docstring).
