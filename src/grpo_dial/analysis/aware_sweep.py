@@ -28,8 +28,9 @@ closed form's magnitude can then be read off the runs directly.
 
 Adam (`push_snr`): each coordinate's step is about lr E[g] / sqrt(E[g^2]), so the prediction is
 the push's signal-to-noise ratio per batch (analysis/aware_sim.push_moments, common random numbers
-across arms; the forced core rounded to whole tokens), which sets the drift's size up to a scale the transformer's many coordinates set;
-`pred_adam` is that drift if theta_m were one Adam coordinate: S lr snr / sqrt(1 + snr^2) per mode.
+across arms; the forced core rounded to whole tokens), which sets the drift's size up to a scale
+the transformer's many coordinates set; `pred_adam` is that drift if theta_m were one Adam
+coordinate: S lr snr / sqrt(1 + snr^2) per mode.
 
 `dose_table`: per optimizer, level, arm and quantity, the seed mean with its 90 % t interval, the
 sign and Wilcoxon tests over seeds, the take-offs with Fisher's p against the same arm and
