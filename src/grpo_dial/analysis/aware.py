@@ -305,13 +305,14 @@ def drift_table(
     n_boot: int = 2000,
     snr: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
-    """Per dial and quantity (DRIFT_COLUMNS): the base policy's value (the level the drift starts
-    from: L or tokens), the seed mean with its t interval, the rank tests (`rank_tests`), the
-    take-off counts (runs' `takeoff`) with Fisher's p against the `null` dial's, Mann-Whitney's p
-    and the measured ratio (bootstrap interval) against the `reference` dial, and the predictions: the
-    closed form's SGD ratio, the SNR ratio (`snr`: dial -> the contrast push's signal-to-noise
-    ratio; NaN without), the SGD drift (pred_sgd, theta units); the median gradient norm, the
-    share of clipped steps and the largest last-window truncated share over seeds."""
+    """Per dial and quantity (DRIFT_COLUMNS): the base policy's value (the level the drift
+    starts from: L or tokens), the seed mean with its t interval, the rank tests (`rank_tests`),
+    the take-off counts (runs' `takeoff`) with Fisher's p against the `null` dial's,
+    Mann-Whitney's p and the measured ratio (bootstrap interval) against the `reference` dial,
+    and the predictions: the closed form's SGD ratio, the SNR ratio (`snr`: dial -> the contrast
+    push's signal-to-noise ratio; NaN without), the SGD drift (pred_sgd, theta units); the
+    median gradient norm, the share of clipped steps and the largest last-window truncated share
+    over seeds."""
     if reference not in set(runs["dial"]):
         raise ValueError(
             f"reference dial {reference!r} has no runs; dials: {sorted(set(runs['dial']))}"
