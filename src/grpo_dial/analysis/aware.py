@@ -124,16 +124,22 @@ def predicted_step(
     steps: pd.DataFrame, dial: Dial, group_size: int, groups: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(E[u_w], E[u_c]) per step (S,): the closed form's per-group update of theta_~ and theta_=
-    at each step's measured state (module docstring). A learnable lambda starts at 0 = the token
-    mean, so lambda-GRPO is predicted as the token mean (its later lambda is in steps.parquet)."""
+    at each step's measured state (module docstring); NaN at a step whose state is not finite (no
+    response of a class). A learnable lambda starts at 0 = the token mean, so lambda-GRPO is
+    predicted as the token mean (its later lambda is in steps.parquet)."""
     norm = {"sequence": "sequence", "constant": "constant"}.get(dial.length_norm, "token")
-    a = np.clip(steps["awareness"].to_numpy(dtype=float), 0.0, 1.0)  # the model needs a >= 0
-    p = np.clip(steps["accuracy"].to_numpy(dtype=float), 0.0, 1.0)
+    cols = ["awareness", "accuracy", "tail_estimate", "tail_compute", "core"]
+    x = steps[cols].to_numpy(dtype=float)  # (S, 5)
+    ok = np.isfinite(x).all(1)  # a step without a class (every response wrong) has no state
+    uw, uc = np.full(len(x), np.nan), np.full(len(x), np.nan)
+    if not ok.any():
+        return uw, uc
+    a = np.clip(x[ok, 0], 0.0, 1.0)  # the model needs a >= 0
     drift = tail_drift(
-        p,
-        _q(steps["tail_estimate"].to_numpy()),
-        _q(steps["tail_compute"].to_numpy()),
-        np.maximum(steps["core"].to_numpy(dtype=float), 1.0),
+        np.clip(x[ok, 1], 0.0, 1.0),
+        _q(x[ok, 2]),
+        _q(x[ok, 3]),
+        np.maximum(x[ok, 4], 1.0),
         group_size,
         std_power=float(dial.std_power),
         length_norm=norm,
@@ -145,7 +151,8 @@ def predicted_step(
         silent=dial.silent,
         max_resample_rounds=int(dial.max_resample_rounds) if dial.silent == "drop" else 0,
     )
-    return np.asarray(drift.wrong), np.asarray(drift.correct)
+    uw[ok], uc[ok] = np.asarray(drift.wrong), np.asarray(drift.correct)
+    return uw, uc
 
 
 def _window(steps: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
