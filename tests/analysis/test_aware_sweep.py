@@ -59,7 +59,9 @@ def test_push_moments_mean_is_the_closed_form_and_the_snr_is_scale_free():
 
 
 def test_sgd_prediction_and_rate_through_a_kernel_by_hand():
-    kernel = pd.DataFrame([{"k_ee": 2.0, "k_ec": 1.0, "k_cc": 3.0}])
+    kernel = pd.DataFrame(
+        [{"k_ee": 2.0, "k_ec": 1.0, "k_cc": 3.0, "l1_estimate": 150.0, "l1_compute": 250.0}]
+    )
     opts = {"estimate_rate": 0.5}
     pred = sgd_prediction(preset("grpo"), BASE, kernel, "a40", opts, TRAIN)
     u = tail_drift(0.5, 0.75, 0.5, 5.0, 8, 1.0, "sequence", 0.4, eps=1e-6)  # a 0.4 at p 0.5
@@ -70,6 +72,7 @@ def test_sgd_prediction_and_rate_through_a_kernel_by_hand():
     at60 = sgd_prediction(preset("grpo"), BASE, kernel, "a60", opts, TRAIN)
     per_step = at60["step_wrong"] - at60["step_correct"]
     assert rate["lr"] == pytest.approx(0.2 / (40 * per_step)) and rate["level"] == "a60"
+    assert rate["lr_adam"] == pytest.approx(0.1 / 200)  # ADAM_STEP over the mean |J|_1
     with pytest.raises(ValueError, match="not > 0"):
         sgd_rate(preset("dr_grpo"), BASE, kernel, TRAIN, opts)
 
@@ -200,6 +203,7 @@ def test_tail_kernel_against_a_per_row_reference(tiny):
     assert k["k_ee"] == pytest.approx(float(e @ e), rel=1e-4)
     assert k["k_ec"] == pytest.approx(float(e @ c), rel=1e-4)
     assert k["k_diff"] == pytest.approx(float((e - c) @ (e - c)), rel=1e-3)
+    assert k["l1_estimate"] == pytest.approx(float(e.abs().sum()), rel=1e-4)
 
 
 def test_train_cell_trains_every_seed_with_the_trainers_step(tiny, tmp_path):

@@ -128,15 +128,16 @@ rule aware_bridge:
         "../scripts/stage.py"
 
 
-rule aware_sgd_rate:
-    """SGD's learning rate for the sweep, sized from the closed form through the base's kernel."""
+rule aware_rates:
+    """The sweep's learning rates, sized from the base's tail kernel: SGD's from the closed form,
+    AdamW's from the kernel's L1 norm."""
     input:
         base=f"{RESULTS}/aware/base.csv",
         kernel=f"{RESULTS}/aware/kernel.csv",
     output:
-        rate=f"{RESULTS}/aware_sweep/sgd_rate.csv",
+        rate=f"{RESULTS}/aware_sweep/rates.csv",
     log:
-        f"{RESULTS}/logs/aware_sweep/sgd_rate.log",
+        f"{RESULTS}/logs/aware_sweep/rates.log",
     params:
         arms=ARM_FIELDS,
         reference=config["channel"]["reference"],
@@ -152,8 +153,7 @@ def aware_cell_inputs(wildcards):
     inputs = {**TASK_INPUTS}
     if BASE_MODEL:
         inputs["model"] = BASE_MODEL
-    if wildcards.optimizer == "sgd":
-        inputs["rate"] = f"{RESULTS}/aware_sweep/sgd_rate.csv"
+    inputs["rate"] = f"{RESULTS}/aware_sweep/rates.csv"
     return inputs
 
 
@@ -196,7 +196,7 @@ rule aware_dose:
         ),
         base=f"{RESULTS}/aware/base.csv",
         kernel=f"{RESULTS}/aware/kernel.csv",
-        rate=f"{RESULTS}/aware_sweep/sgd_rate.csv",
+        rate=f"{RESULTS}/aware_sweep/rates.csv",
     output:
         runs=f"{RESULTS}/aware_sweep/runs.csv",
         truncation=f"{RESULTS}/aware_sweep/truncation.csv",

@@ -24,7 +24,11 @@ the part that can move one mode against the other) and E[u] the closed form
 state: a first-order prediction, in theta; in tokens dT = T_base dtheta (E[T] = e^theta), in
 L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's learning rate so that this
 predicts a contrast of SGD_TARGET (theta) for the reference arm at the reference level: the
-closed form's magnitude can then be read off the runs directly.
+closed form's magnitude can then be read off the runs directly. AdamW's rate is sized from the same
+kernel: its first step moves every weight by about lr, so the tail's continue logit by up to
+lr |J|_1, the same in both modes (the common direction dominates J); lr_adam = ADAM_STEP / |J|_1
+keeps that move at ADAM_STEP. At the 0.005 - 0.01 of the aware study (|J|_1 about 180) it is
+0.9 - 1.8 per step, and both modes' tails run to the cap or to nothing within tens of steps.
 
 Adam (`push_snr`): each coordinate's step is about lr E[g] / sqrt(E[g^2]), so the prediction is
 the push's signal-to-noise ratio per batch (analysis/aware_sim.push_moments, common random numbers
@@ -55,6 +59,7 @@ LEVELS = {
 REFERENCE_LEVEL = "a60"  # awareness 0.6, the aware study's default
 BLIND_LEVEL = "a0"
 SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta), sizing SGD's rate
+ADAM_STEP = 0.1  # theta moved by Adam's first step if every weight moved by lr along sign(J)
 SNR_BATCHES = 2000  # Monte Carlo batches per arm and level (push_snr)
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -142,8 +147,9 @@ def _decisions(r) -> np.ndarray:
 
 
 def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
-    """One row: K_ee, K_ec, K_cc (module docstring) from the first `rows` responses of r, and the
-    decision positions behind each mode's J."""
+    """One row: K_ee, K_ec, K_cc, k_diff (module docstring) and each J's L1 norm (an Adam step that
+    moves every weight by lr along sign(J) moves the tail logit by lr |J|_1) from the first `rows`
+    responses of r, and the decision positions behind each mode's J."""
     import torch
 
     from grpo_dial.policy.rollout.sample import banned_ids, eos_ids
@@ -168,7 +174,8 @@ def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
     e, c = grads["e"], grads["c"]
     return pd.DataFrame(
         [{"k_ee": float(e @ e), "k_ec": float(e @ c), "k_cc": float(c @ c),
-          "k_diff": float((e - c) @ (e - c)), "positions_estimate": counts["e"],
+          "k_diff": float((e - c) @ (e - c)), "l1_estimate": float(e.abs().sum()),
+          "l1_compute": float(c.abs().sum()), "positions_estimate": counts["e"],
           "positions_compute": counts["c"]}]
     )  # fmt: skip
 
@@ -205,7 +212,9 @@ def sgd_prediction(
 def sgd_rate(dial, base: pd.DataFrame, kernel: pd.DataFrame, train: Mapping, options: Mapping
              ) -> pd.DataFrame:  # fmt: skip
     """One row: the SGD learning rate lr = SGD_TARGET / (steps x per-step contrast per unit lr)
-    of `dial` at REFERENCE_LEVEL, and the numbers behind it."""
+    of `dial` at REFERENCE_LEVEL; AdamW's lr_adam = ADAM_STEP / |J|_1 (the mean over modes; the
+    first Adam step moves each weight by about lr, so lr |J|_1 bounds the tail logit's first
+    move); and the numbers behind them."""
     pred = sgd_prediction(dial, base, kernel, REFERENCE_LEVEL, options, train)
     per_step = pred["step_wrong"] - pred["step_correct"]
     if not per_step > 0:
@@ -214,10 +223,12 @@ def sgd_rate(dial, base: pd.DataFrame, kernel: pd.DataFrame, train: Mapping, opt
             "choose a reference arm with a push (GRPO)"
         )
     steps = int(train["steps"])
+    k = kernel.iloc[0]
+    l1 = float((k["l1_estimate"] + k["l1_compute"]) / 2)
     return pd.DataFrame(
-        [{"lr": SGD_TARGET / (steps * per_step), "target": SGD_TARGET, "steps": steps,
-          "level": REFERENCE_LEVEL, "contrast_per_step": per_step, **pred,
-          **kernel.iloc[0].to_dict()}]
+        [{"lr": SGD_TARGET / (steps * per_step), "lr_adam": ADAM_STEP / l1,
+          "target": SGD_TARGET, "adam_step": ADAM_STEP, "steps": steps,
+          "level": REFERENCE_LEVEL, "contrast_per_step": per_step, **pred, **k.to_dict()}]
     )  # fmt: skip
 
 

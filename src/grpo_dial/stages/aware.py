@@ -5,7 +5,7 @@ analysis/aware.py).
 of the tail; `aware_summary` reads every run's responses and steps and writes the per-step table,
 the per-run (per-seed) drifts, the per-dial drift table with rank tests and predictions, the
 truncated share per window and the length decomposition in tokens. `aware_figure` draws them.
-The dose-response sweep (`aware_sgd_rate`, `aware_sweep_cell`, `aware_dose`, `aware_dose_figure`)
+The dose-response sweep (`aware_rates`, `aware_sweep_cell`, `aware_dose`, `aware_dose_figure`)
 trains the config's arms at each awareness level in-process (analysis/aware_sweep.py).
 """
 
@@ -160,10 +160,11 @@ def aware_bridge(input: Mapping, output: Mapping, params: Mapping) -> None:
 # --------------------------------------------------------------------------- the sweep
 
 
-def aware_sgd_rate(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """aware_sweep/sgd_rate.csv: the SGD learning rate at which the closed form, carried through
-    the base policy's tail kernel, moves the reference arm's contrast by TARGET over the run at
-    the reference awareness level (analysis/aware_sweep.sgd_rate)."""
+def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """aware_sweep/rates.csv: the SGD learning rate at which the closed form, carried through
+    the base policy's tail kernel, moves the reference arm's contrast by SGD_TARGET over the run
+    at the reference awareness level, and AdamW's rate from the kernel's L1 norm
+    (analysis/aware_sweep.sgd_rate)."""
     from grpo_dial.analysis.aware_sweep import sgd_rate
     from grpo_dial.core.dial import arm_from_fields
 
@@ -185,8 +186,8 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
 
     _threads(params)
     train = dict(params["train"])
-    if params["optimizer"] == "sgd":
-        train["lr"] = float(read_table(input["rate"])["lr"].iloc[0])
+    rates = read_table(input["rate"]).iloc[0]
+    train["lr"] = float(rates["lr"] if params["optimizer"] == "sgd" else rates["lr_adam"])
     train["optimizer"] = params["optimizer"]
     compute, estimate = LEVELS[params["level"]]
     options = {**params["task"].get("options", {}), "compute_accuracy": compute,
@@ -209,9 +210,10 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.analysis.aware_sweep import dose_fit, dose_table, sweep_runs
 
     cells = pd.concat([read_table(p) for p in input["cells"]], ignore_index=True)
+    rates = read_table(input["rate"]).iloc[0]
     runs = sweep_runs(
-        cells, read_table(input["base"]), read_table(input["kernel"]),
-        float(read_table(input["rate"])["lr"].iloc[0]), params["arms"], params["train"],
+        cells, read_table(input["base"]), read_table(input["kernel"]), float(rates["lr"]),
+        params["arms"], {**params["train"], "lr": float(rates["lr_adam"])},
         params["task"].get("options", {}), params["window_fraction"],
     )  # fmt: skip
     dose = dose_table(runs)

@@ -54,7 +54,7 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "aware_summary": "aware.aware_summary",
     "aware_figure": "aware.aware_figure",
     "aware_bridge": "aware.aware_bridge",
-    "aware_sgd_rate": "aware.aware_sgd_rate",
+    "aware_rates": "aware.aware_rates",
     "aware_sweep_cell": "aware.aware_sweep_cell",
     "aware_dose": "aware.aware_dose",
     "aware_dose_figure": "aware.aware_dose_figure",
