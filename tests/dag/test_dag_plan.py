@@ -41,7 +41,8 @@ def test_twins_are_matched_on_the_resolved_dial_not_the_written_keys():
 
 
 def test_an_arm_problem_names_the_arm():
-    with pytest.raises(ConfigError, match=r"^config error at 'dials\.x': std_power must be in"):
+    line = r"^config error at 'dials\.x\.std_power': std_power must be in \[0, 1\], got 1\.5$"
+    with pytest.raises(ConfigError, match=line):
         _arms({"x": {"std_power": 1.5}})
     with pytest.raises(ConfigError, match="unknown dial key 'g_max'"):
         _arms({"x": {"g_max": 4}})
@@ -99,5 +100,5 @@ def test_the_plan_names_each_arms_backend_and_refuses_what_trl_cannot_train(tmp_
     assert str(refused.value) == (
         "config error at 'dials.grpo_adaptive.group_size': the trl backend cannot train "
         "group_size = 'adaptive': TRL gives every prompt num_generations responses (backend: own "
-        "can)"
+        "can; config/trl.yaml restates the default's arms for TRL)"
     )

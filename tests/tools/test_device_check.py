@@ -155,8 +155,11 @@ def test_decode_and_update_against_the_memory_model(cpu_run):
 
 def test_every_preset_trains_two_steps_and_resume_matches(cpu_run):
     train = cpu_run[0]["train"]
-    assert set(train["presets"]) == {"grpo", "dr_grpo", "dapo", "lambda_grpo", "hadw_grpo",
-                                     "hadw_released", "stratified_grpo", "grpo_kl"}  # fmt: skip
+    from grpo_dial.core.dial import PRESETS
+
+    assert set(train["presets"]) == {*PRESETS, "grpo_kl"}  # every registered preset
+    assert {"grpo", "dr_grpo", "dapo", "lambda_grpo", "hadw_grpo", "hadw_released",
+            "stratified_grpo", "rloo", "gspo", "bnpo"} <= set(train["presets"])  # fmt: skip
     for name, p in train["presets"].items():
         assert p["status"] == "ok", (name, p)
         assert len(p["steps"]) == 2 and all(s["nonfinite"] == 0 for s in p["steps"])

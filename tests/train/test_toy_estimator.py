@@ -20,7 +20,9 @@ from grpo_dial.core.arm_names import ARM_NAMES, arm_name
 from grpo_dial.core.dial import Dial, dial_settings, read_arm
 from grpo_dial.core.estimators import ESTIMATORS, register_estimator, unregister_estimator
 from grpo_dial.core.settings import Setting
-from grpo_dial.dag.schema import config_error, read_schema
+from grpo_dial.dag import ConfigError
+from grpo_dial.dag.plan import open_plan
+from grpo_dial.dag.schema import read_schema
 from grpo_dial.figures.training import decomposition_labels
 from grpo_dial.train.config import TrainConfig
 from grpo_dial.train.loop import table_columns, train_run
@@ -79,25 +81,37 @@ def test_the_toy_is_a_config_arm_with_its_own_checked_field(toy):
     assert got.tolist() == pytest.approx([1.0, -1 / math.sqrt(3)] + [-1 / math.sqrt(3)] * 2)
 
 
-def test_the_generated_schema_takes_the_toy_field_and_refuses_a_bad_value(toy):
+def _door(config: dict) -> str | None:
+    """The config's one door at DAG build: the first problem's line, or None."""
+    try:
+        open_plan(config, [REPO / "config" / "config.yaml"], REPO, REPO.parent)
+    except ConfigError as error:
+        return str(error)
+    return None
+
+
+def test_the_generated_schema_takes_the_toy_field_and_the_door_refuses_a_bad_value(toy):
     schema = read_schema(SCHEMA)
     entry = schema["properties"]["dials"]["additionalProperties"]["properties"]
     assert entry["toy_cap"]["exclusiveMinimum"] == 0.0 and "toy_cap" in entry["preset"]["enum"]
-    assert config_error(_config({"preset": "grpo", "toy_cap": 0.5}), schema) is None
-    error = config_error(_config({"preset": "grpo", "toy_cap": "big"}), schema)
-    assert error.startswith("config error at 'dials.t.toy_cap'")
+    assert entry["toy_cap"]["description"].startswith("Cap every advantage's size")
+    assert _door(_config({"preset": "grpo", "toy_cap": 0.5})) is None
+    assert _door(_config({"preset": "grpo", "toy_cap": "big"})) == (
+        "config error at 'dials.t.toy_cap': toy_cap must be a number, got 'big' (str)"
+    )
 
 
 def test_without_the_toy_its_field_is_refused():
-    error = config_error(_config({"toy_cap": 0.5}), read_schema(SCHEMA))
-    assert error is not None and "toy_cap" in error
+    error = _door(_config({"toy_cap": 0.5}))
+    assert error is not None and "unknown dial key 'toy_cap'" in error
 
 
 def test_the_trl_backend_refuses_the_toy_by_name(toy):
     arms = {"t": read_arm({**TRL, "toy_cap": 0.5}, max_new_tokens=40, backend="trl")}
     assert backend_error(arms, 40) == (
         "config error at 'dials.t.toy_cap': the trl backend cannot train toy_cap = 0.5: "
-        "TRL does not cap advantages (backend: own can)"
+        "TRL does not cap advantages (backend: own can; config/trl.yaml restates the default's "
+        "arms for TRL)"
     )
     assert backend_error({"t": read_arm(TRL, backend="trl")}, 40) is None
 

@@ -49,3 +49,18 @@ def test_the_shipped_deepspeed_configs_are_zero_2_and_3(stage):
     config = yaml.safe_load((REPO / "config" / "accelerate" / f"zero{stage}.yaml").read_text())
     assert config["distributed_type"] == "DEEPSPEED"
     assert config["deepspeed_config"]["zero_stage"] == stage
+
+
+@pytest.mark.workflow
+def test_the_trl_overlay_puts_every_default_arm_on_trl_but_the_one_it_cannot_express():
+    """config/trl.yaml restates each arm of the embedded default in TRL's conventions; the arm
+    TRL cannot express (adaptive group sizes) stays on the own trainer, by name."""
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["dials"]
+    overlay = yaml.safe_load((REPO / "config" / "trl.yaml").read_text())["dials"]
+    assert sorted(overlay) == sorted(default)
+    result = dry_run("--configfile", "config/config.yaml", "config/trl.yaml")
+    lines = notes(result)
+    assert sorted(lines) == sorted(TRL_ARMS)
+    assert all(line.endswith("seeds 0, 1: TRL GRPOTrainer on the CPU, in process")
+               for line in lines.values())  # fmt: skip
+    assert overlay["grpo_adaptive"]["backend"] == "own"

@@ -138,5 +138,6 @@ def test_a_dial_trl_cannot_express_fails_the_dry_run_in_one_line(tmp_path):
     lines = [x for x in (done.stderr + done.stdout).splitlines() if "config error" in x]
     assert lines == [
         "config error at 'dials.grpo.std_ddof': the trl backend cannot train std_ddof = 0: "
-        "TRL fixes the sample std (std_ddof 1) (backend: own can)"
+        "TRL fixes the sample std (std_ddof 1) (backend: own can; config/trl.yaml restates the "
+        "default's arms for TRL)"
     ]

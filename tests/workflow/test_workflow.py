@@ -115,11 +115,11 @@ def test_default_dry_run_lists_every_analysis_job():
         ({"theory": {"group_bias": {"anchor": 2}}}, "config error at 'theory.group_bias.anchor'"),
         (  # the estimators' bad settings (issue 17): each names its key
             {"dials": {"x": {"preset": "lambda_grpo", "lambda_r": 0}}},
-            "config error at 'dials.x.lambda_r': 0 is less than or equal to the minimum of 0",
+            "config error at 'dials.x.lambda_r': lambda_r must be a finite number > 0, got 0",
         ),
         (
             {"dials": {"x": {"preset": "hadw_grpo", "anchor_rate": 1.5}}},
-            "config error at 'dials.x.anchor_rate': 1.5 is greater than the maximum of 1",
+            "config error at 'dials.x.anchor_rate': anchor_rate must be in (0, 1], got 1.5",
         ),
         (
             {"dials": {"x": {"preset": "hadw_grpo", "anchor_rate": 0}}},

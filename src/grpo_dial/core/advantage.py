@@ -17,8 +17,11 @@ reduced over B responses with 0/1 mask m_it and lengths |o_i| = sum_t m_it in on
     sequence (GRPO):     (1/B) sum_i (1/max(|o_i|, 1)) sum_t m_it l_it
     token (DAPO):        sum_it m_it l_it / max(sum_it m_it, 1)
     constant (Dr. GRPO): sum_it m_it l_it / (B * L_max)
-These are TRL's loss_type "grpo", "dapo"/"bnpo" and "dr_grpo"; 'lambda' is lambda-GRPO's
-length-weighted token mean (core.token_weights). Empty responses count in B.
+These are TRL's loss_type "grpo", "dapo" and "dr_grpo"; the registered estimators add
+'sequence_sum' (TRL 'luspo', verl seq-mean-token-sum), 'sum' (verl token-sum), 'bnpo' (TRL's
+token mean per micro-batch) and 'lambda', lambda-GRPO's length-weighted token mean (all in
+core.token_weights). Empty responses count in B (empty_rows 'skip': verl's, they do not).
+With ratio_level 'sequence' (GSPO) rho_it is the response's s_i = exp(mean_t log-ratio).
 Each is a weighted sum sum_it w_it l_it with per-token weights w_it that depend on the masks
 only (`make_token_weights`): m_it / (B max(|o_i|, 1)), m_it / max(sum m, 1), m_it / (B L_max).
 So the weights of a whole batch can be fixed before any forward and the loss summed over
@@ -69,6 +72,7 @@ class GroupStats(NamedTuple):
     mean: Tensor  # (M,) k / G_g, exactly the common value when all rewards are equal
     sigma: Tensor  # (M,) std with the chosen ddof; exactly 0 when all rewards equal (incl. G=1)
     ids: Tensor  # (M,) the original group id of each group
+    rewards: Tensor  # (N,) the rewards as floats (what an estimator recomputes A from)
 
 
 def _float(rewards: Tensor) -> Tensor:
@@ -102,7 +106,7 @@ def group_stats(rewards: Tensor, group_ids: Tensor, ddof: int = 0) -> GroupStats
     dev = r - mean[index]  # (N,)
     ss = r.new_zeros(m).index_add_(0, index, dev * dev)  # (M,)
     sigma = (ss / (size - ddof).clamp(min=1)).sqrt()  # (M,) exactly 0 where flat: dev is 0
-    return GroupStats(index, size, k, mean, sigma, ids)
+    return GroupStats(index, size, k, mean, sigma, ids, r)
 
 
 def silent_groups(stats: GroupStats) -> Tensor:
@@ -133,12 +137,15 @@ def advantages(
 
         A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power                       (group)
 
-    then each registered advantage estimator the dial uses (core.estimators, in order):
+    then each registered advantage estimator the dial uses (core.estimators, in order): the
+    engines' (a lone response's reward, the leave-one-out / length-weighted / pass@k / no
+    baseline, the batch's std, GPG's B/M, the whitening over responses or tokens), then
         A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the same within i's stratum    (dial.strata)
         A_i <- Phi_i A_i, Phi_i = s exp(-sgn(r_i - mean_g)(p_hat_g - C_g))        (dial.anchor)
 
-    context: what those estimators need (`Estimator.needs`): strata, (N,) integer stratum of
-    each response; anchor, the difficulty anchor C, a float or (M,) per group (groups in
+    context: what those estimators need (`Estimator.needs`): lengths, (N,) tokens of each
+    response (the length-weighted baseline, whitening over tokens); strata, (N,) integer
+    stratum of each response; anchor, the difficulty anchor C, a float or (M,) per group (groups in
     sorted order of their ids); p_hat_g = mean_g, the group's accuracy."""
     valid = {need for e in ESTIMATORS.values() for need in e.needs}  # what any may need
     unknown = sorted(set(context) - valid)
@@ -229,8 +236,8 @@ def make_token_weights(dial: Dial) -> TokenWeights:
     weighted sum is its aggregation, chosen once per run; compute them on the whole batch, then
     sum any split of its rows. Only lambda-GRPO reads group_ids and lam (None: lambda_value)."""
     norm = dial.length_norm
-    weighted = active_estimators(dial, "weights")  # a registered normalizer (lambda-GRPO)
-    if weighted:
+    weighted = active_estimators(dial, "weights")  # a registered normalizer (lambda-GRPO, ..)
+    if weighted:  # each reads the whole dial, so the first active one is every active one's
         return weighted[0].function(dial)
     plain = {
         "sequence": sequence_weights,
@@ -259,14 +266,22 @@ def aggregate(
     return make_aggregator(dial)(token_loss, mask, group_ids)
 
 
-def clipped_surrogate(logp: Tensor, old_logp: Tensor, adv: Tensor, dial: Dial) -> Tensor:
-    """(B, T) -min(rho A, clip(rho, 1 - clip_low, 1 + clip_high) A), rho = exp(logp - old_logp)."""
+def clipped_surrogate(
+    logp: Tensor, old_logp: Tensor, adv: Tensor, dial: Dial, mask: Tensor | None = None
+) -> Tensor:
+    """(B, T) -min(rho A, clip(rho, 1 - clip_low, 1 + clip_high) A), rho = exp(logp - old_logp)
+    per token, or with a registered ratio estimator (dial.ratio_level 'sequence', GSPO) its
+    ratio, e.g. the sequence's s_i = exp(sum_t m_it (logp - old_logp)_it / |o_i|) on every
+    token of row i (mask (B, T) says which tokens count; that ratio needs it)."""
     if logp.ndim != 2 or old_logp.shape != logp.shape or adv.shape != logp.shape[:1]:
         raise ValueError(
             f"need logp, old_logp (B, T) and adv (B,), got {tuple(logp.shape)}, "
             f"{tuple(old_logp.shape)}, {tuple(adv.shape)}"
         )
-    ratio = torch.exp(logp - old_logp)  # (B, T)
+    log_ratio = logp - old_logp  # (B, T)
+    for est in active_estimators(dial, "ratio"):  # at most one: ratio_level has one value
+        log_ratio = est.function(dial)(log_ratio, mask)  # (B, T)
+    ratio = torch.exp(log_ratio)  # (B, T)
     a = adv.to(ratio.dtype)[:, None]  # (B, 1)
     clipped = ratio.clamp(1.0 - dial.clip_low, 1.0 + dial.clip_high)  # (B, T)
     return -torch.minimum(ratio * a, clipped * a)  # (B, T)
@@ -281,7 +296,8 @@ def policy_loss(
     group_ids: Tensor | None = None,
 ) -> Tensor:
     """Scalar loss: the dial's aggregation of the clipped surrogate over unmasked tokens."""
-    return make_aggregator(dial)(clipped_surrogate(logp, old_logp, adv, dial), mask, group_ids)
+    surrogate = clipped_surrogate(logp, old_logp, adv, dial, mask)
+    return make_aggregator(dial)(surrogate, mask, group_ids)
 
 
 def row_sums(token_loss: Tensor, weights: Tensor) -> Tensor:
@@ -297,4 +313,4 @@ def weighted_policy_loss(
     """sum_it w_it l_it of the clipped surrogate, weights from `make_token_weights` of the
     whole batch (sliced to these rows): summed over a split of the batch's rows it is
     policy_loss of the batch."""
-    return weighted_sum(clipped_surrogate(logp, old_logp, adv, dial), weights)
+    return weighted_sum(clipped_surrogate(logp, old_logp, adv, dial, weights != 0), weights)

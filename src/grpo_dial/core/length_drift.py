@@ -42,6 +42,12 @@ G sigma^2 / (sigma_d + eps)^alpha with sigma^2 = k(G-k)/G^2 (the group-std ident
                c = 20, mean tail 4, scope 'group', and -> 0 as M grows. E[N_w] = -a G Sigma
                again, so a blind tail gets 0 here too.
 
+A length-weighted baseline (OPO: b_g = sum_j |o_j| r_j / sum_j |o_j|) shifts every advantage of a
+group by -(b_g - k/G) / s_k; under the constant normalizer that shift is the whole drift,
+E[u_X] = -(1/(G L_max)) E[b_g S_X / s_k] (S_X: the scores on tail X), by the same Laplace
+integral as the token case (`_own`). A blind tail gets 0; a tail taken more often when wrong,
+and longer, is pushed longer (b falls below k/G, every advantage of the group rises).
+
 DAPO's dynamic sampling (silent='drop', R redraws) changes the distribution of k: an interior k
 has probability Binom(k; G, p) (1 + s + ... + s^R), s = p^G + (1-p)^G, and a group still silent
 after R redraws is dropped (no gradient, no tokens in S).
@@ -63,6 +69,7 @@ from grpo_dial.core.checks import check_int
 from grpo_dial.core.std_factor import std_factor
 
 NORMALIZERS = ("sequence", "constant", "token")
+BASELINES = ("mean", "length_weighted")
 SCOPES = ("group", "batch")
 SILENT = ("keep", "drop")
 BATCHMATES = ("self", "population")
@@ -266,6 +273,50 @@ def _token_pieces(p, qw, qc, c, G, a, alpha, ddof, eps, silent, rounds):
     return core * jw, core * jc, core * mgf + dropped[:, None]
 
 
+def _tail_terms(lam, q):
+    """phi, psi, eta = E[T e^(-l T)], chi = E[T s e^(-l T)] of a geometric tail, s = (1-q) T - q."""
+    x, (phi, psi) = np.exp(-lam), _mgf_terms(lam, q)
+    eta = (1 - q) * q * x / (1 - q * x) ** 2
+    t2 = (1 - q) * q * x * (1 + q * x) / (1 - q * x) ** 3  # E[T^2 e^(-l T)]
+    return phi, psi, eta, (1 - q) * t2 - q * eta
+
+
+def _own(n, a, k, c, own, other, G):
+    """The integrand (E, V) of E[b S_X | routing] = int e^(-l G c) [a ((c psi_X + chi_X)
+    phi_X^(n-1) + (n-1)(c phi_X + eta_X) psi_X phi_X^(n-2)) phi_Y^(G-n) + (k-a) n (c phi_Y +
+    eta_Y) psi_X phi_X^(n-1) phi_Y^(G-n-1)] dl (1/N = int e^(-l N) dl), n responses on tail X
+    (a correct), G - n on Y (k - a correct); own / other: (phi, psi, eta, chi) of X and Y."""
+    (phx, psx, etx, chx), (phy, _, ety, _) = own, other
+    if n == 0:
+        return np.zeros(phx.shape)
+    same = (c * psx + chx) * phx ** (n - 1)
+    same = same + ((n - 1) * (c * phx + etx) * psx * phx ** (n - 2) if n >= 2 else 0.0)
+    cross = n * (c * phy + ety) * psx * phx ** (n - 1) * phy ** (G - n - 1) if n < G else 0.0
+    return a * same * phy ** (G - n) + (k - a) * cross
+
+
+def _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps):
+    """(2, E) E[b S_w / s_k] and E[b S_c / s_k] of the length-weighted baseline, interior k."""
+    pk = _pmf(G, p)  # (E, G+1)
+    cc = c[:, None]
+    lam = _V[None, :] / (G * cc)  # (E, V)
+    tw, tc = _tail_terms(lam, qw[:, None]), _tail_terms(lam, qc[:, None])
+    core = np.exp(-lam * G * cc) * _VW[None, :] / (G * cc)  # (E, V) with d lambda
+    pi0, pi1, jw, jc = (1 + a) / 2, (1 - a) / 2, np.zeros(p.size), np.zeros(p.size)
+    for k in range(1, G):
+        weight = pk[:, k] / std_factor(np.sqrt(k * (G - k) / G / max(G - ddof, 1)), eps, alpha)
+        f1, f0 = _pmf(k, pi1), _pmf(G - k, pi0)  # correct / wrong responses using theta_w
+        for m1 in range(k + 1):
+            for m0 in range(G - k + 1):
+                n = m1 + m0
+                w = weight * f1[:, m1] * f0[:, m0]  # (E,)
+                iw = _own(n, m1, k, cc, tw, tc, G)  # (E, V)
+                ic = _own(G - n, k - m1, k, cc, tc, tw, G)
+                jw += w * (core * iw).sum(1)
+                jc += w * (core * ic).sum(1)
+    return np.stack([jw, jc])
+
+
 def tail_drift(
     p: ArrayLike,
     q_wrong: ArrayLike,
@@ -282,12 +333,15 @@ def tail_drift(
     silent: str = "keep",
     max_resample_rounds: int = 0,
     batchmates: str = "self",
+    baseline: str = "mean",
+    max_length: float | None = None,
 ) -> TailDrift:
     """E[u_w], E[u_c]: expected per-group update of theta_w and theta_c before the learning rate
     (formulas in the module docstring). scope 'batch' normalizes n_groups groups together (token
     only); the other groups are copies of this prompt (batchmates 'self') or drawn uniformly from
-    the prompts of this call ('population'). Broadcasts over p, q_wrong, q_correct, core_length
-    and awareness."""
+    the prompts of this call ('population'). baseline 'length_weighted' (OPO) is derived under
+    length_norm 'constant', whose L_max is max_length. Broadcasts over p, q_wrong, q_correct,
+    core_length and awareness."""
     arrays = np.broadcast_arrays(
         _unit(p, "p"),
         _open_unit(q_wrong, "q_wrong"),
@@ -305,6 +359,14 @@ def tail_drift(
     batchmates = _choice(batchmates, BATCHMATES, "batchmates")
     scope, silent = _choice(scope, SCOPES, "scope"), _choice(silent, SILENT, "silent")
     m = check_int("n_groups", n_groups, 1) if scope == "batch" else 1
+    if _choice(baseline, BASELINES, "baseline") == "length_weighted":
+        if length_norm != "constant" or silent != "keep" or not _array(max_length or 0, "") > 0:
+            raise ValueError(
+                "baseline='length_weighted' is derived for length_norm 'constant' with its "
+                "max_length (L_max > 0) and silent 'keep'"
+            )
+        jw, jc = _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps) / (-G * max_length)
+        return TailDrift(jw.reshape(shape), jc.reshape(shape))
     if length_norm == "constant":
         zero = np.zeros(shape)
         return TailDrift(zero, zero.copy())

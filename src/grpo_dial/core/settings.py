@@ -6,8 +6,8 @@ choices, and its help text. The value check, the config schema's `dials` block
     Setting("keep", "...", choices=("keep", "drop"))
 
 A range is [low, high], either end open with low_open / high_open; an integer is a whole number
-and never a bool; `nullable` admits None. `check` raises ValueError with one line naming the
-setting and the value, and returns the value unchanged.
+and never a bool; `nullable` admits None. `check` raises SettingError (a ValueError) with one
+line naming the setting and the value, and returns the value unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ from dataclasses import dataclass, field, replace
 from numbers import Integral
 
 _JSON_TYPES = {float: "number", int: "integer", str: "string", bool: "boolean"}
+
+
+class SettingError(ValueError):
+    """A value a Setting does not admit, in one line; `name` is the setting's (the key)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 @dataclass(frozen=True)
@@ -40,24 +48,26 @@ class Setting:
         if self.choices:
             if value not in self.choices or type(value) not in {type(c) for c in self.choices}:
                 options = ", ".join(map(repr, self.choices))
-                raise ValueError(f"{name}={value!r} is not valid; choose one of {options}")
+                raise SettingError(name, f"{name}={value!r} is not valid; choose one of {options}")
             return value
         if self.kind is bool:
             if not isinstance(value, bool):
-                raise ValueError(f"{name} must be true or false, got {value!r}")
+                raise SettingError(name, f"{name} must be true or false, got {value!r}")
             return value
         if self.kind is str:
             if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a name (text), got {value!r}")
+                raise SettingError(name, f"{name} must be a name (text), got {value!r}")
             return value
+        integer = f"{name} must be an integer{self._range_text()}, got {value!r}"
         if self.kind is int and (isinstance(value, bool) or not isinstance(value, Integral)):
-            raise ValueError(f"{name} must be an integer{self._range_text()}, got {value!r}")
+            raise SettingError(name, integer)
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-            raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+            kind = type(value).__name__
+            raise SettingError(name, f"{name} must be a number, got {value!r} ({kind})")
         if not self._in_range(value):
             if self.kind is int:
-                raise ValueError(f"{name} must be an integer{self._range_text()}, got {value!r}")
-            raise ValueError(f"{name} must be {self._range_words()}, got {value!r}")
+                raise SettingError(name, integer)
+            raise SettingError(name, f"{name} must be {self._range_words()}, got {value!r}")
         return value
 
     def _range_words(self) -> str:

@@ -2,15 +2,22 @@
 the group ids and lambda): w (B, T) with sum_it w_it l_it the aggregated loss. Used through
 grpo_dial.core.advantage, which picks one per dial (`make_token_weights`).
 
-    sequence (GRPO):     m_it / (B max(|o_i|, 1))
-    token (DAPO):        m_it / max(sum_it m_it, 1)
-    constant (Dr. GRPO): m_it / (B L_max)
+    sequence (GRPO):     m_it / (B max(|o_i|, 1))          verl seq-mean-token-mean
+    token (DAPO):        m_it / max(sum_it m_it, 1)         verl token-mean
+    constant (Dr. GRPO): m_it / (B L_max)                   verl seq-mean-token-sum-norm
+    sequence_sum (LUSPO, TRL 'luspo'): m_it / B             verl seq-mean-token-sum
+    sum:                 m_it                               verl token-sum
+    bnpo (TRL 'bnpo'):   m_it / (C max(n_c, 1)), n_c the tokens of row i's micro-batch c of R
+                         consecutive rows, C = ceil(B / R) micro-batches (the token mean of each
+                         micro-batch, averaged over them)
     lambda (lambda-GRPO, arXiv 2510.06870): m_it f_i / max(sum_it m_it, 1),
         f_i = G_g softmax_{j in g}(h_j^lambda)_i, h_i = max(1 + r z_i, 1e-3), z_i = (|o_i| - mu_g)
         / sigma_g, the paper's J = (1 / sum_i |o_i|) sum_i f_i sum_t l_it. Its unified form has
         GRPO (f_i = sum_j |o_j| / (B |o_i|)), DAPO (f = 1, lambda = 0) and Dr. GRPO (f_i =
         sum_j |o_j| / (B L_max)) as presets; the learnable lambda moves between long and short.
 
+B counts every response (TRL, this project) or, with count_empty False, only those with at
+least one token (verl's agg_loss leaves fully masked rows out of its sequence mean).
 Weights are float64 so the normalizers are exact for any loss dtype.
 """
 
@@ -20,11 +27,45 @@ import torch
 from torch import Tensor
 
 
-def sequence_weights(mask: Tensor) -> Tensor:
+def _rows(keep: Tensor, count_empty: bool = True) -> float | Tensor:
+    """B: every row, or (count_empty False) the rows with a token; at least 1."""
+    if count_empty:
+        return max(keep.shape[0], 1)
+    return (keep.sum(-1) > 0).sum().clamp(min=1)
+
+
+def sequence_weights(mask: Tensor, count_empty: bool = True) -> Tensor:
     """(B, T) m_it / (B max(|o_i|, 1)): GRPO's per-sequence mean as token weights."""
     keep = mask.bool().double()  # (B, T); float64: exact normalizers for any loss dtype
     lengths = keep.sum(-1, keepdim=True).clamp(min=1)  # (B, 1)
-    return keep / (lengths * max(keep.shape[0], 1))
+    return keep / (lengths * _rows(keep, count_empty))
+
+
+def sequence_sum_weights(mask: Tensor, count_empty: bool = True) -> Tensor:
+    """(B, T) m_it / B: each response's token sum, averaged over responses (verl's
+    seq-mean-token-sum, TRL's 'luspo'); a response weighs in proportion to its length."""
+    keep = mask.bool().double()  # (B, T)
+    return keep / _rows(keep, count_empty)
+
+
+def sum_weights(mask: Tensor) -> Tensor:
+    """(B, T) m_it: the plain token sum (verl's token-sum); the step grows with the batch."""
+    return mask.bool().double()
+
+
+def bnpo_weights(mask: Tensor, rows: int) -> Tensor:
+    """(B, T) m_it / (C max(n_c, 1)): the token mean of each micro-batch c of `rows`
+    consecutive rows (n_c its tokens), averaged over the C = ceil(B / rows) micro-batches; TRL's
+    'bnpo' with per_device_train_batch_size = rows (its loss is divided by the accumulation
+    steps, and DDP averages the processes). rows >= B is the token mean."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows must be an integer >= 1, got {rows!r}")
+    keep = mask.bool().double()  # (B, T)
+    b = keep.shape[0]
+    chunk = torch.arange(b, device=keep.device) // rows  # (B,) micro-batch of each row
+    count = -(-b // rows) if b else 1  # C
+    tokens = keep.new_zeros(max(count, 1)).index_add_(0, chunk, keep.sum(-1))  # (C,)
+    return keep / (count * tokens.clamp(min=1)[chunk])[:, None]
 
 
 def token_weights(mask: Tensor) -> Tensor:
@@ -33,11 +74,44 @@ def token_weights(mask: Tensor) -> Tensor:
     return keep / keep.sum().clamp(min=1)
 
 
-def constant_weights(mask: Tensor, max_length: int | None = None) -> Tensor:
+def constant_weights(
+    mask: Tensor, max_length: int | None = None, count_empty: bool = True
+) -> Tensor:
     """(B, T) m_it / (B L_max), L_max = max_length or the padded width T: Dr. GRPO."""
     keep = mask.bool().double()  # (B, T)
-    b, t = keep.shape
-    return keep / max(b * (t if max_length is None else max_length), 1)
+    t = keep.shape[1] if max_length is None else max_length
+    return keep / (_rows(keep, count_empty) * max(t, 1))
+
+
+AGGREGATIONS = ("sequence", "token", "constant", "sequence_sum", "sum", "bnpo")
+
+
+def aggregation_weights(
+    mask: Tensor,
+    norm: str,
+    *,
+    max_length: int | None = None,
+    count_empty: bool = True,
+    rows: int | None = None,
+) -> Tensor:
+    """(B, T) the weights of aggregation `norm` (module docstring): max_length is L_max of
+    'constant', count_empty whether an empty response counts in B ('sequence',
+    'sequence_sum', 'constant'), rows the micro-batch of 'bnpo'."""
+    if norm == "sequence":
+        return sequence_weights(mask, count_empty)
+    if norm == "token":
+        return token_weights(mask)
+    if norm == "constant":
+        return constant_weights(mask, max_length, count_empty)
+    if norm == "sequence_sum":
+        return sequence_sum_weights(mask, count_empty)
+    if norm == "sum":
+        return sum_weights(mask)
+    if norm == "bnpo":
+        if rows is None:
+            raise ValueError("the 'bnpo' aggregation needs its micro-batch rows")
+        return bnpo_weights(mask, rows)
+    raise ValueError(f"unknown aggregation {norm!r}; valid: {', '.join(AGGREGATIONS)}")
 
 
 def weighted_sum(token_loss: Tensor, weights: Tensor) -> Tensor:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from grpo_dial.core.dial import Allocation, Arm, arm_fields, read_arm
 from grpo_dial.core.estimators import active_estimators
+from grpo_dial.core.settings import SettingError
 from grpo_dial.dag import fail
 from grpo_dial.dag.inputs import note
 
@@ -24,6 +25,8 @@ def resolve_arms(config: Mapping) -> dict[str, Arm]:
     train = config["train"]
     try:
         Allocation(**train.get("allocation", {}))
+    except SettingError as error:
+        fail(f"train.allocation.{error.name}", str(error))
     except (TypeError, ValueError) as error:
         fail("train.allocation", str(error))
     arms = {}
@@ -41,6 +44,8 @@ def resolve_arms(config: Mapping) -> dict[str, Arm]:
                 max_new_tokens=train["max_new_tokens"],
                 backend=train.get("backend", "own"),
             )
+        except SettingError as error:  # the one range check of a field at DAG build
+            fail(f"dials.{name}.{error.name}", str(error))
         except ValueError as error:
             fail(f"dials.{name}", str(error))
     return arms

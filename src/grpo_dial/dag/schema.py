@@ -97,8 +97,12 @@ def drop_null_dials(config: dict) -> list[str]:
 
 def config_error(config: dict, schema: Mapping) -> str | None:
     """Fill `config`'s defaults in place (after dropping null dials); one line naming the first
-    invalid key, or None."""
+    invalid key, or None. A `dials` entry is only required to be a mapping here: its keys and
+    values are checked once, when the DAG build reads it into an Arm (dag.arms.resolve_arms),
+    by the same Settings the generated entry schema is drawn from."""
     drop_null_dials(config)
+    dials = dict(schema["properties"]["dials"], additionalProperties={"type": "object"})
+    schema = {**schema, "properties": {**schema["properties"], "dials": dials}}
     validator = _with_defaults(jsonschema.validators.validator_for(schema))(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is None:

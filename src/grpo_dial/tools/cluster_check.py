@@ -1,6 +1,6 @@
 """Fit a cluster run to its cluster: threads follow the allocation, every job fits a node.
 
-Two things go wrong on a real SLURM cluster without this (docs/cluster.md):
+Three things go wrong on a real SLURM cluster without this (docs/cluster.md):
 - threads: Snakemake caps a job's threads at `--cores`, which the default workflow profile sets to
   the *submitting* machine's cores (`cores: all`, loaded beside `--profile`, wins key by key); a
   2-core login node gave `train` 2 threads inside an 8-CPU allocation. Under a cluster profile
@@ -9,8 +9,11 @@ Two things go wrong on a real SLURM cluster without this (docs/cluster.md):
 - fit: a job that asks for more CPUs, memory or GPUs than any node of its partition has is accepted
   by sbatch and pends forever (Reason=PartitionConfig). Before the first submission every job's
   request is compared with `sinfo`, and the run stops in one line naming the rule and the request.
+- status: the executor plugin (2.4.0 and later) never notices a cancelled job through sacct, and
+  squeue only works while MinJobAge outlasts its polling; the status command is chosen from
+  `scontrol show config` and said in one line (grpo_dial.tools.cluster_status).
 
-Standard library only (it runs at DAG build, inside the Snakefile).
+Standard library only at DAG build (inside the Snakefile); the CLI also reads the profile (yaml).
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from grpo_dial.tools.cluster_status import (
+    choose_status_command,
+    plugin_version,
+    profile_status_settings,
+    query_slurm_config,
+    status_settings,
+)
 
 SINFO_FORMAT = "%N|%P|%c|%m|%G"  # node, partition (default marked *), CPUs, memory MB, GRES
 
@@ -134,8 +145,10 @@ def misfit(request: Request, nodes: list[Node]) -> str | None:
         where = f"partition '{request.partition}'"
         if not pool:
             known = sorted({node.partition for node in nodes})
-            return (f"rule {request.rule} asks for slurm_partition={request.partition}, which "
-                    f"sinfo does not list (partitions: {', '.join(known) or 'none'})")
+            return (
+                f"rule {request.rule} asks for slurm_partition={request.partition}, which "
+                f"sinfo does not list (partitions: {', '.join(known) or 'none'})"
+            )
     else:
         pool = [node for node in nodes if node.default] or nodes
         where = f"the default partition '{pool[0].partition}'" if pool else "the cluster"
@@ -146,16 +159,21 @@ def misfit(request: Request, nodes: list[Node]) -> str | None:
         return node.gpus.get(request.gpu_model, 0) if request.gpu_model else sum(node.gpus.values())
 
     for node in pool:
-        if (node.cpus >= request.cpus and gpus(node) >= request.gpus
-                and (request.mem_mb is None or node.mem_mb >= request.mem_mb)):
+        if (
+            node.cpus >= request.cpus
+            and gpus(node) >= request.gpus
+            and (request.mem_mb is None or node.mem_mb >= request.mem_mb)
+        ):
             return None
     largest = max(pool, key=lambda node: (gpus(node), node.cpus, node.mem_mb))
     kind = f"{request.gpu_model} " if request.gpu_model else ""
-    return (f"rule {request.rule} asks for {request}, but no node of {where} has that "
-            f"(largest: {largest.name} with {largest.cpus} CPUs, {largest.mem_mb} MB, "
-            f"{gpus(largest)} {kind}GPUs); it would pend forever. Lower the request in the "
-            f"profile (set-resources: {request.rule}) or use one sized to this cluster "
-            f"(workflow/profiles/slurm_small; docs/cluster.md)")
+    return (
+        f"rule {request.rule} asks for {request}, but no node of {where} has that "
+        f"(largest: {largest.name} with {largest.cpus} CPUs, {largest.mem_mb} MB, "
+        f"{gpus(largest)} {kind}GPUs); it would pend forever. Lower the request in the "
+        f"profile (set-resources: {request.rule}) or use one sized to this cluster "
+        f"(workflow/profiles/slurm_small; docs/cluster.md)"
+    )
 
 
 def query_sinfo() -> list[Node] | None:
@@ -163,8 +181,13 @@ def query_sinfo() -> list[Node] | None:
     if shutil.which("sinfo") is None:
         return None
     try:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], capture_output=True,
-                             text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", SINFO_FORMAT],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_sinfo(out)
@@ -212,26 +235,6 @@ def threads_follow_allocation(workflow) -> dict[str, int]:
     return cpus
 
 
-def accounting_enabled() -> bool | None:
-    """Whether accounting is on (sacct answers), from `scontrol show config`; None: unknown."""
-    try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                             timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out, re.MULTILINE)
-    return None if match is None else match.group(1) != "accounting_storage/none"
-
-
-def fit_status_command(settings, accounting: bool | None) -> str | None:
-    """Without accounting `sacct` fails and the plugin loses its jobs and waits forever: query
-    squeue instead (the plugin reads this setting at every status check). Returns a note or None."""
-    if accounting is not False or getattr(settings, "status_command", "squeue") == "squeue":
-        return None
-    settings.status_command = "squeue"
-    return "this cluster has no accounting (sacct is disabled): job status comes from squeue"
-
-
 def install(workflow, error: type[Exception]) -> None:
     """Call once from the Snakefile (common.smk): threads now; before the first job is submitted
     (onstart; SLURM executor only, so local and dry runs are untouched) the status command that
@@ -242,15 +245,29 @@ def install(workflow, error: type[Exception]) -> None:
         plugin = getattr(workflow, "executor_plugin", None)
         if workflow.local_exec or plugin is None or plugin.name != "slurm":
             return
-        if (note := fit_status_command(workflow.executor_settings, accounting_enabled())):
-            print(f"grpo-dial: {note}", file=sys.stderr)
+        settings = workflow.executor_settings
+        init, requested = status_settings(settings)
+        choice = choose_status_command(
+            query_slurm_config(),
+            init,
+            requested,
+            shutil.which("sacct") is not None,
+            plugin_version(),
+        )
+        if choice.fatal:
+            raise error(f"cluster check: {choice.note}")
+        settings.status_command = choice.command  # the plugin reads it at every status query
+        print(f"grpo-dial: {choice.note}", file=sys.stderr)
         nodes = query_sinfo()
         if not nodes:
             print("grpo-dial: sinfo gave no nodes; job requests not checked", file=sys.stderr)
             return
         requests = [
-            job_request(job.rule.name, {k: getattr(v, "value", v) for k, v in
-                                        job.resources.items()}, job.threads)
+            job_request(
+                job.rule.name,
+                {k: getattr(v, "value", v) for k, v in job.resources.items()},
+                job.threads,
+            )
             for job in workflow.dag.needrun_jobs()
         ]
         if (problem := check_jobs(requests, nodes)) is not None:
@@ -260,20 +277,28 @@ def install(workflow, error: type[Exception]) -> None:
 
 
 # ------------------------------------------------------------------ grpo-dial cluster-check
+# Job headers of a dry run: submitted to SLURM (True) or run on the login node (False)
+JOB_HEADERS = {"rule": True, "checkpoint": True, "localrule": False, "localcheckpoint": False}
+
+
 def dry_run_requests(stdout: str) -> list[Request]:
-    """(rule, threads, resources) of every job block that `snakemake -n` prints, as requests."""
+    """The request of every submitted job block that `snakemake -n` prints: a header
+    (`rule NAME:`, `checkpoint NAME:`; local ones skipped), then `threads: N` only when N > 1,
+    then `resources: k=v, ...`. Each block starts at 1 thread: a block without a threads line
+    does not inherit the previous block's."""
     requests, rule, threads = [], None, 1
     for line in stdout.splitlines():
         line = line.strip()
-        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
-            rule = line.split()[1].rstrip(":") if line.startswith("rule ") else None
+        word, _, name = line.partition(" ")
+        if word in JOB_HEADERS and name.endswith(":") and " " not in name:
+            rule = name[:-1] if JOB_HEADERS[word] else None
             threads = 1
         elif line.startswith("threads:"):
             threads = int(line.split()[1])
         elif line.startswith("resources:") and rule is not None:
-            pairs = [part.strip().split("=", 1) for part in line[len("resources:"):].split(",")]
+            pairs = [part.strip().split("=", 1) for part in line[len("resources:") :].split(",")]
             requests.append(job_request(rule, dict(p for p in pairs if len(p) == 2), threads))
-            rule = None
+            rule, threads = None, 1
     return requests
 
 
@@ -287,8 +312,10 @@ def cluster_check_command(args) -> None:
     else:
         nodes, source = query_sinfo(), "sinfo"
     if not nodes:
-        raise ValueError(f"no nodes from {source}; on a machine without SLURM give --sinfo FILE "
-                         f"(the cluster's `sinfo -h -N -o '{SINFO_FORMAT}'`)")
+        raise ValueError(
+            f"no nodes from {source}; on a machine without SLURM give --sinfo FILE "
+            f"(the cluster's `sinfo -h -N -o '{SINFO_FORMAT}'`)"
+        )
     command = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", args.profile]
     for flag, values in (("--configfile", args.configfile), ("--config", args.config)):
         if values:
@@ -301,8 +328,18 @@ def cluster_check_command(args) -> None:
     if (problem := check_jobs(requests, nodes)) is not None:
         raise ValueError(f"cluster check: {problem}")
     rules = len({request.rule for request in requests})
-    print(f"cluster check: {len(requests)} jobs of {rules} rules under {args.profile} each fit "
-          f"a node of {len(nodes)} ({source})")
+    print(
+        f"cluster check: {len(requests)} jobs of {rules} rules under {args.profile} each fit "
+        f"a node of {len(nodes)} ({source})"
+    )
+    if not args.sinfo and (config := query_slurm_config()) is not None:  # on the cluster
+        init, requested = profile_status_settings(Path(args.profile))
+        choice = choose_status_command(
+            config, init, requested, shutil.which("sacct") is not None, plugin_version()
+        )
+        if choice.fatal:
+            raise ValueError(f"cluster check: {choice.note}")
+        print(f"cluster check: {choice.note}")
 
 
 def add_command(sub) -> None:

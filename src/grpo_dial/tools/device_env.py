@@ -49,29 +49,38 @@ def put(out: dict, key: str, value, why: str | None = None) -> None:
 
 
 class Device:
-    """A torch device with a synchronizing clock and peak-memory readings (CUDA only)."""
+    """A torch device with a synchronizing clock and peak-memory readings (CUDA only). A
+    numbered GPU (cuda:N) becomes the current device, and every reading names it, so the
+    numbers are that GPU's, not cuda:0's."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.type = torch.device(name).type
+        self.device = torch.device(name)
+        self.type = self.device.type
         self.cuda = self.type == "cuda"
+        if self.cuda and self.device.index is not None:
+            torch.cuda.set_device(self.device)
 
     def sync(self) -> None:
         if self.cuda:
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(self.device)
 
     def start(self) -> int:
         """Synchronize, reset the peak statistic; the bytes allocated now (0 off CUDA)."""
         self.sync()
         if not self.cuda:
             return 0
-        torch.cuda.reset_peak_memory_stats()
-        return torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return torch.cuda.memory_allocated(self.device)
+
+    def max_allocated(self) -> int:
+        """Peak bytes allocated on this device since the last `start`."""
+        return int(torch.cuda.max_memory_allocated(self.device))
 
     def peak(self, base: int) -> int | None:
         """Peak bytes allocated since `start` above `base`; None off CUDA."""
         self.sync()
-        return int(torch.cuda.max_memory_allocated() - base) if self.cuda else None
+        return self.max_allocated() - base if self.cuda else None
 
     def free(self) -> None:
         """Collect garbage and return cached blocks to the driver between measurements (CUDA

@@ -225,7 +225,7 @@ def _update_run(model, optimizer, rollouts, adv, dial, cfg, device: Device, toke
         step.bucket_logprobs = original
     peak = None  # the whole update: every bucket, then clipping and AdamW's step
     if device.cuda:
-        after = torch.cuda.max_memory_allocated() - spy.base
+        after = device.max_allocated() - spy.base
         peak = max([after] + [b["peak"] for b in spy.buckets])
     buckets = [_bucket_report(b, shape, precision, checkpointing, device) for b in spy.buckets]
     worst = max(memory.bucket_bytes(shape, b["rows"], b["prompt_len"], b["response_len"],

@@ -69,6 +69,7 @@ def next_anchor(dial: Dial, state: AnchorState, batch: Batch) -> AnchorState:
 GATHER = {
     "strata": lambda dial, batch, task, state, estimate: strata_of(batch, task, dial.strata),
     "anchor": lambda dial, batch, task, state, estimate: anchor_for(dial, state, batch, estimate),
+    "lengths": lambda dial, batch, task, state, estimate: batch.rollouts.response_lengths.cpu(),
 }
 
 

@@ -6,6 +6,8 @@
 
     std_power 1 / 0          scale_rewards 'group' / 'none': A = (r - mean_g) / (std_g + 1e-4),
                              std_g the sample std (torch.std), or A = r - mean_g
+    std_scope batch          scale_rewards 'batch': the sample std of every reward of the
+                             generation batch (gathered over processes) instead of std_g
     length_norm sequence     loss_type 'grpo': mean over each response's tokens, then responses
     length_norm token        loss_type 'dapo': sum over the generation batch / its token count
                              (num_items_in_batch, gathered over processes and accumulation
@@ -14,6 +16,11 @@
                              the batch is split
     length_norm constant     loss_type 'dr_grpo': sum / (responses x max_completion_length), so
                              the dial's max_length must be the generation limit max_new_tokens
+    length_norm sequence_sum loss_type 'luspo': each response's token sum, mean over responses
+    length_norm bnpo         loss_type 'bnpo': the token mean of each micro-batch, averaged;
+                             per_device_train_batch_size = bnpo_rows (it must divide each
+                             process's share of the step; TRL shuffles rows before splitting)
+    ratio_level              importance_sampling_level 'token' / 'sequence' (GSPO)
     clip_low / clip_high     epsilon / epsilon_high
     group_size (train)       num_generations; prompts_per_step x G completions per step
     kl_coef                  beta (k3 estimator against the base policy, as ours)
@@ -25,8 +32,10 @@ enter A, so any value is accepted. Refused, one line naming the field: std_power
 0 and 1 (TRL scales by the std or not at all), silent 'drop' (dynamic sampling refills the batch
 with new generations; TRL generates once per step), group_size 'adaptive' (TRL's sampler gives
 every prompt num_generations), and every registered estimator whose entry does not list `trl`
-among its backends (core.estimators.refusal: today lambda-GRPO's length_norm 'lambda', strata
-and anchor), each by the field that switches it on and the reason its entry gives. Nothing here
+among its backends (core.estimators.refusal: lambda-GRPO's length_norm 'lambda', strata,
+anchor, and of the engines' the baselines other than the mean, gpg_scale, whiten, singleton
+'reward', length_norm 'sum' and empty_rows 'skip'), each by the field that switches it on and
+the reason its entry gives. Nothing here
 imports torch: the DAG build (grpo_dial.dag.plan) calls `backend_error` on the arms it
 resolved, at parse time.
 """
@@ -40,7 +49,10 @@ from grpo_dial.core.dial import Arm, Dial
 
 TRL_STD_DDOF = 1  # torch.std: the sample std
 TRL_EPS = 1e-4  # added to the std in _generate_and_score_completions
-LOSS_TYPES = {"sequence": "grpo", "token": "dapo", "constant": "dr_grpo"}
+LOSS_TYPES = {
+    "sequence": "grpo", "token": "dapo", "constant": "dr_grpo", "sequence_sum": "luspo",
+    "bnpo": "bnpo",
+}  # fmt: skip
 
 
 def refusal(dial: Dial, max_new_tokens: int, adaptive: bool = False) -> tuple[str, str] | None:
@@ -85,7 +97,7 @@ def backend_error(arms: Mapping[str, Arm], max_new_tokens: int) -> str | None:
             field, text = why
             return (
                 f"config error at 'dials.{name}.{field}': the trl backend cannot train "
-                f"{text} (backend: own can)"
+                f"{text} (backend: own can; config/trl.yaml restates the default's arms for TRL)"
             )
     return None
 
@@ -109,6 +121,13 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
     share = completions // processes
     micro = train.get("micro_batch") or share
     micro = max(d for d in range(1, min(micro, share) + 1) if share % d == 0)
+    if dial.length_norm == "bnpo":  # the micro-batch is the normalizer's scope: the dial's
+        if share % dial.bnpo_rows:
+            raise ValueError(
+                f"bnpo_rows = {dial.bnpo_rows} does not divide each process's {share} "
+                f"completions (TRL's per_device_train_batch_size)"
+            )
+        micro = dial.bnpo_rows
     optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train.get("optimizer", "adamw")]
     betas = tuple(train.get("betas", (0.9, 0.999)))
     return {
@@ -120,8 +139,9 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
         "temperature": train.get("temperature", 1.0),
         "top_p": 1.0,
         "top_k": 0,
-        "scale_rewards": "group" if dial.std_power == 1 else "none",
+        "scale_rewards": "none" if dial.std_power == 0 else dial.std_scope,
         "loss_type": LOSS_TYPES[dial.length_norm],
+        "importance_sampling_level": dial.ratio_level,
         "epsilon": dial.clip_low,
         "epsilon_high": dial.clip_high,
         "beta": train.get("kl_coef", 0.0),
