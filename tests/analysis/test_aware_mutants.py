@@ -43,11 +43,14 @@ def test_summary_line_shows_two_seeds_values_not_an_interval():
     drift = pd.DataFrame(
         [
             {"dial": "grpo", "quantity": "contrast", "mean": 0.5, "lo": -9.0, "hi": 9.0,
-             "n_seeds": 2, "min": 0.25, "max": 0.75, "ratio": 1.0, "ratio_sgd": 1.0},
+             "n_seeds": 2, "min": 0.25, "max": 0.75, "ratio": 1.0, "ratio_sgd": 1.0,
+             "ratio_snr": 1.0, "sign_p": 0.5, "wilcoxon_p": 0.5, "n_up": 0, "n_down": 0,
+             "takeoff_p": np.nan, "truncation_last": 0.0},
         ]
     )  # fmt: skip
-    (line,) = summary_lines(drift)
-    assert "grpo 2 seeds: +0.250, +0.750 (no interval below 3 seeds)" in line
+    header, line = summary_lines(drift)
+    assert "90 % over seeds" in header
+    assert "grpo: 2 seeds: +0.25, +0.75 (no interval below 3 seeds)" in line
     assert "-9" not in line
 
 
