@@ -267,7 +267,8 @@ def test_run_decomposition_compares_the_last_window_with_the_first():
     # one correct response per step, lengths 10 .. 50: windows (0, 1) and (3, 4) at 0.35
     responses = pd.DataFrame(
         {"step": range(5), "prompt_id": "p", "difficulty": "o2d1", "reward": 1.0,
-         "length": [10, 20, 30, 40, 50], "tokens": [5, 10, 15, 20, 25], "work": 4, "redundant": [6, 16, 26, 36, 46],
+         "length": [10, 20, 30, 40, 50], "tokens": [5, 10, 15, 20, 25], "work": 4,
+         "redundant": [6, 16, 26, 36, 46],
          "resample_round": 0}
     )  # fmt: skip
     terms = run_decomposition(responses, fraction=0.35)
