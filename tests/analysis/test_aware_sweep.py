@@ -88,7 +88,8 @@ def _dose_runs() -> pd.DataFrame:
                  "contrast_tokens": c, "d_wrong_tokens": c / 2, "contrast": c / 4,
                  "d_wrong": c / 8, "d_common": -0.1, "takeoff": int(up), "awareness": a,
                  "truncation_last": 0.01 * k, "pred_contrast_tokens": 1.5 * a,
-                 "pred_d_wrong_tokens": 0.75 * a, "snr_contrast": 3 * a, "snr_wrong": 2 * a}
+                 "pred_d_wrong_tokens": 0.75 * a, "snr_contrast": 3 * a, "snr_wrong": 2 * a,
+                 "d_correct_tokens": -c / 2, "snr_correct": -a}
             )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -105,6 +106,8 @@ def test_dose_table_tests_take_offs_against_the_blind_level():
     assert np.isnan(t.loc[("a0", "contrast_tokens"), "takeoff_p"])
     assert r["predicted"] == pytest.approx(0.9) and r["snr"] == pytest.approx(1.8)
     assert t.loc[("a60", "d_wrong_tokens"), "snr"] == pytest.approx(1.2)  # the wrong push's
+    assert t.loc[("a60", "d_correct_tokens"), "snr"] == pytest.approx(-0.6)  # the correct one's
+    assert np.isnan(t.loc[("a60", "d_correct_tokens"), "predicted"])  # no pred_ column given
     assert np.isnan(t.loc[("a60", "d_common"), "predicted"])
     assert r["truncation_last"] == pytest.approx(0.03)
 
@@ -220,6 +223,51 @@ def test_train_cell_trains_every_seed_with_the_trainers_step(tiny, tmp_path):
     assert out["n"].eq(8).all() and out["grad_norm"].notna().all()
     a, b = (out[out["seed"] == s] for s in (0, 5))
     assert not np.allclose(a["tail"].to_numpy(), b["tail"].to_numpy())  # seeds differ
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_the_tail_frozen_cell_never_moves_the_policy(tiny, tmp_path, monkeypatch, frozen):
+    import grpo_dial.policy.model as pm
+    from grpo_dial.core.dial import read_arm as arm_of
+
+    task, tok, model = tiny
+    pm.save_policy(model, tok, tmp_path / "base")
+    loaded, load = [], pm.load_policy
+    monkeypatch.setattr(pm, "load_policy", lambda *a, **k: loaded.append(load(*a, **k)) or
+                        loaded[-1])  # fmt: skip
+    train = {"steps": 2, "prompts_per_step": 2, "group_size": 4, "lr": 0.05,
+             "max_new_tokens": 12, "heldout_prompts": 2, "optimizer": "adamw"}  # fmt: skip
+    out = train_cell(str(tmp_path / "base"), {"name": "aware", "options": {}},
+                     arm_of({"preset": "grpo"}), train, [0], 8, 0, frozen=frozen)  # fmt: skip
+    moved = max(float((p - q).abs().max()) for p, q in
+                zip(loaded[0][0].parameters(), model.parameters(), strict=True))  # fmt: skip
+    assert out["grad_norm"].gt(0).all()  # the gradient is there; the frozen arm does not step
+    assert (moved == 0.0) if frozen else (moved > 1e-3)
+
+
+def test_sweep_runs_predicts_the_frozen_arm_zero():
+    from grpo_dial.analysis.aware_sweep import FROZEN, sweep_runs
+    from grpo_dial.core.dial import arm_fields, read_arm
+
+    steps = pd.DataFrame(
+        {"step": [1, 2], "n": 16, "accuracy": 0.5, "awareness": 0.6, "pi_wrong": 0.8,
+         "pi_correct": 0.2, "auc_tail": 0.5, "core": 4.0, "tail": 3.0, "tail_estimate": 3.0,
+         "tail_compute": 3.0, "tail_wrong": 3.0, "tail_correct": 3.0, "theta_estimate": 1.1,
+         "theta_compute": 1.1, "truncation": 0.0, "n_estimate": 8, "n_compute": 8, "n_wrong": 8,
+         "n_correct": 8, "grad_norm": 1.0, "seed": 0}
+    )  # fmt: skip
+    grpo = arm_fields(read_arm({"preset": "grpo"}))
+    cells = pd.concat([steps.assign(optimizer="adamw", level="a60", dial=d)
+                       for d in ("grpo", FROZEN)])  # fmt: skip
+    train = {"steps": 2, "group_size": 8, "prompts_per_step": 2, "lr": 0.01}
+    kernel = pd.DataFrame([{"k_ee": 1.0, "k_ec": 0.5, "k_cc": 1.0}])
+    base = steps.iloc[[0]].drop(columns=["grad_norm", "seed"]).assign(step=0)
+    runs = sweep_runs(cells, base, kernel, 0.1, {"grpo": grpo, FROZEN: grpo}, train,
+                      {}, 0.5).set_index("dial")  # fmt: skip
+    assert runs.loc["grpo", "snr_contrast"] > 0 and runs.loc["grpo", "adam_contrast"] > 0
+    assert runs.loc[FROZEN, "lr"] == 0.0
+    for col in ("snr_contrast", "snr_wrong", "adam_contrast", "adam_d_wrong_tokens"):
+        assert runs.loc[FROZEN, col] == 0.0
 
 
 # --------------------------------------------------------------------------- the bridge

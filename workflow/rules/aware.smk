@@ -6,6 +6,8 @@
 # one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml).
 from grpo_dial.analysis.aware_sweep import LEVELS as AWARE_LEVELS  # noqa: E402 (no torch)
 from grpo_dial.analysis.aware_sweep import OPTIMIZERS as AWARE_OPTIMIZERS  # noqa: E402
+from grpo_dial.analysis.aware_sweep import FROZEN as AWARE_FROZEN  # noqa: E402
+from grpo_dial.analysis.aware_sweep import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
 
 AWARE_ENABLED = PLAN.aware_enabled
 AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt beside it
@@ -187,6 +189,43 @@ rule aware_sweep_cell:
         "../scripts/stage.py"
 
 
+AWARE_FROZEN_STEPS = (
+    f"{RESULTS}/aware_sweep/{AWARE_FROZEN_CELL[0]}/{AWARE_FROZEN_CELL[1]}/{AWARE_FROZEN}.parquet"
+)
+
+
+rule aware_frozen_cell:
+    """The tail-frozen control: the reference arm's sampling with zero loss weight on the tail
+    (no token keeps a weight, so learning rate 0), every seed in one process."""
+    input:
+        unpack(aware_cell_inputs),
+    output:
+        steps=AWARE_FROZEN_STEPS,
+    log:
+        f"{RESULTS}/logs/aware_sweep/{AWARE_FROZEN}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware_sweep/{AWARE_FROZEN}.tsv"
+    threads: config["train"]["threads"]
+    params:
+        task=TASK,
+        model=config["model"]["base"],
+        device=config["model"]["device"],
+        arm=ARM_FIELDS.get(config["channel"]["reference"]),
+        dial=AWARE_FROZEN,
+        level=AWARE_FROZEN_CELL[1],
+        optimizer=AWARE_FROZEN_CELL[0],
+        frozen=True,
+        train=train_params,
+        seeds=config["train"]["seeds"],
+        pool=config["pass_rates"]["pool"],
+        pool_seed=config["pass_rates"]["seed"],
+        threads=config["train"]["threads"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
 rule aware_dose:
     """Per seed, and per optimizer, level and arm: measured drift beside the predictions."""
     input:
@@ -194,6 +233,7 @@ rule aware_dose:
             f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
             optimizer=AWARE_OPTIMIZERS, level=list(AWARE_LEVELS), dial=list(ARM_FIELDS),
         ),
+        frozen=AWARE_FROZEN_STEPS,
         base=f"{RESULTS}/aware/base.csv",
         kernel=f"{RESULTS}/aware/kernel.csv",
         rate=f"{RESULTS}/aware_sweep/rates.csv",
@@ -211,6 +251,7 @@ rule aware_dose:
         f"{RESULTS}/benchmarks/aware_sweep/aware_dose.tsv"
     params:
         arms=ARM_FIELDS,
+        reference=config["channel"]["reference"],
         train=config["train"],
         task=TASK,
         window_fraction=config["decompose"]["window_fraction"],

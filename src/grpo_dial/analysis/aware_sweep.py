@@ -36,6 +36,14 @@ across arms; the forced core rounded to whole tokens), which sets the drift's si
 the transformer's many coordinates set; `pred_adam` is that drift if theta_m were one Adam
 coordinate: S lr snr / sqrt(1 + snr^2) per mode.
 
+The tail-frozen control (FROZEN): the reference arm's sampling and rewards with zero loss weight
+on the tail. The task's core is forced and already weighted 0 (data/tasks/aware.py), so no token
+keeps a weight: the gradient is 0, and SGD and AdamW (weight decay 0, no KL) take a zero step, which
+`train_cell` runs as learning rate 0 (the same update; the step's grad_norm is still logged). It is
+trained once, with AdamW at REFERENCE_LEVEL (a zero step depends on neither), and predicted 0: what
+its tails do is what the measure does without any update, so every other arm's common drift
+(d_common) beyond it is the updates' own.
+
 `dose_table`: per optimizer, level, arm and quantity, the seed mean with its 90 % t interval, the
 sign and Wilcoxon tests over seeds, the take-offs with Fisher's p against the same arm and
 optimizer at a = 0, beside the predictions; `dose_fit` the measured-on-predicted slope, R^2 and
@@ -62,6 +70,8 @@ SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta),
 ADAM_STEP = 0.1  # theta moved by Adam's first step if every weight moved by lr along sign(J)
 SNR_BATCHES = 2000  # Monte Carlo batches per arm and level (push_snr)
 OPTIMIZERS = ("sgd", "adamw")
+FROZEN = "tail_frozen"  # the control arm without a tail gradient (module docstring)
+FROZEN_CELL = ("adamw", REFERENCE_LEVEL)  # (optimizer, level) it is trained at
 
 
 def level_awareness(level: str, estimate_rate: float = 0.5) -> tuple[float, float]:
@@ -255,10 +265,12 @@ def push_snr(dial, options: Mapping, base: pd.DataFrame, train: Mapping,
 
 
 def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Sequence[int],
-               pool: int, pool_seed: int, device: str = "cpu") -> pd.DataFrame:  # fmt: skip
+               pool: int, pool_seed: int, device: str = "cpu", frozen: bool = False
+               ) -> pd.DataFrame:  # fmt: skip
     """Every seed of `arm` trained for train['steps'] steps from the base in this process, with
     the trainer's own step (train.loop.run_step; no evaluation, probe or checkpoint): the
-    runs' step tables (analysis/aware.step_table) with the step's grad_norm and the seed."""
+    runs' step tables (analysis/aware.step_table) with the step's grad_norm and the seed.
+    frozen: the tail-frozen control, every step taken at learning rate 0 (module docstring)."""
     from dataclasses import replace
 
     from grpo_dial.data.tasks import task_from_spec
@@ -282,6 +294,9 @@ def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Se
         config = replace(config, allocation=arm.allocation)
         model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
         run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
+        if frozen:
+            for group in run.optimizer.param_groups:
+                group["lr"] = 0.0
         for step in range(1, config.steps + 1):
             loop.run_step(run, task, arm.dial, config, step)
         frames = rec.to_frames(run.records, loop.table_columns())
@@ -299,7 +314,8 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
                arms: Mapping, train: Mapping, options: Mapping, fraction: float
                ) -> pd.DataFrame:  # fmt: skip
     """One row per (optimizer, level, dial, seed): analysis/aware.run_drift against the base,
-    the level's awareness, and the predictions (module docstring)."""
+    the level's awareness, and the predictions (module docstring); the FROZEN arm (trained with
+    `arms[FROZEN]`'s dial at learning rate 0) is predicted 0 with a push SNR of 0."""
     from grpo_dial.core.dial import arm_from_fields
 
     rows, pushes = [], {}
@@ -307,7 +323,7 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
     t_e, t_c = float(base["tail_estimate"].iloc[0]), float(base["tail_compute"].iloc[0])
     for (opt, level, d, seed), s in cells.groupby(["optimizer", "level", "dial", "seed"]):
         dial = arm_from_fields(arms[d]).dial
-        lr = sgd_lr if opt == "sgd" else float(train["lr"])
+        lr = 0.0 if d == FROZEN else sgd_lr if opt == "sgd" else float(train["lr"])
         steps = s.sort_values("step")[list(STEP_COLUMNS)]
         drift = run_drift(steps, s[["grad_norm"]], dial, int(train["group_size"]),
                           int(train["prompts_per_step"]), lr, train.get("grad_clip"), fraction,
@@ -315,6 +331,8 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
         if (level, d) not in pushes:
             sgd = sgd_prediction(dial, base, kernel, level, options, train)
             snr = push_snr(dial, options, base, train, level)
+            if d == FROZEN:
+                snr = dict.fromkeys(snr, 0.0)
             pushes[(level, d)] = (sgd, snr)
         sgd, snr = pushes[(level, d)]
         we, wc = sgd["step_wrong"] * lr * steps_n, sgd["step_correct"] * lr * steps_n
@@ -332,21 +350,32 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
              "pred_d_wrong": sg * t_e / (1 + t_e) * we,
              "pred_contrast_tokens": sg * (t_e * we - t_c * wc),
              "pred_d_wrong_tokens": sg * t_e * we,
+             "pred_d_correct_tokens": sg * t_c * wc,
              "snr_contrast": snr["snr_contrast"], "snr_wrong": snr["snr_wrong"],
+             "snr_correct": snr["snr_correct"],
              "adam_contrast": ad * (t_e / (1 + t_e) * adam["wrong"]
                                     - t_c / (1 + t_c) * adam["correct"]),
              "adam_d_wrong": ad * t_e / (1 + t_e) * adam["wrong"],
              "adam_contrast_tokens": ad * (t_e * adam["wrong"] - t_c * adam["correct"]),
-             "adam_d_wrong_tokens": ad * t_e * adam["wrong"]}
+             "adam_d_wrong_tokens": ad * t_e * adam["wrong"],
+             "adam_d_correct_tokens": ad * t_c * adam["correct"]}
         )  # fmt: skip
     return pd.DataFrame(rows)
 
 
-DOSE_QUANTITIES = ("contrast_tokens", "d_wrong_tokens", "contrast", "d_wrong", "d_common")
+DOSE_QUANTITIES = (
+    "contrast_tokens", "d_wrong_tokens", "d_correct_tokens", "contrast", "d_wrong", "d_common",
+)  # fmt: skip
 DOSE_COLUMNS = (
     "optimizer level a dial quantity n_seeds mean lo hi min max n_pos n_neg sign_p wilcoxon_p "
     "n_up n_down takeoff_p predicted adam_tabular snr awareness_measured truncation_last"
 ).split()
+
+
+def _snr_column(quantity: str) -> str:
+    """The push SNR column that predicts `quantity` under Adam."""
+    return next((f"snr_{m}" for m in ("wrong", "correct") if f"d_{m}" in quantity),
+                "snr_contrast")  # fmt: skip
 
 
 def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
@@ -375,7 +404,7 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
                  "takeoff_p": takeoff_p,
                  "predicted": float(g[pred].mean()) if pred else float("nan"),
                  "adam_tabular": float(g[adam].mean()) if adam else float("nan"),
-                 "snr": float(g["snr_wrong" if "wrong" in q else "snr_contrast"].mean()),
+                 "snr": float(g[_snr_column(q)].mean()) if _snr_column(q) in g else np.nan,
                  "awareness_measured": float(g["awareness"].mean()),
                  "truncation_last": float(g["truncation_last"].max())}
             )  # fmt: skip
@@ -409,7 +438,7 @@ def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "BLIND_LEVEL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET", "base_responses", "dose_fit",
+    "BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET", "base_responses", "dose_fit",
     "dose_table", "level_awareness", "push_snr", "sgd_prediction", "sgd_rate", "special_mass",
     "sweep_runs", "tail_kernel", "train_cell",
 ]  # fmt: skip

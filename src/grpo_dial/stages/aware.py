@@ -179,7 +179,8 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/{optimizer}/{level}/{dial}.parquet: every seed of one arm trained at one
-    awareness level with one optimizer, in this one process (analysis/aware_sweep.train_cell)."""
+    awareness level with one optimizer, in this one process (analysis/aware_sweep.train_cell);
+    params frozen: the tail-frozen control (the arm's sampling, learning rate 0)."""
     from grpo_dial.analysis.aware_sweep import LEVELS, train_cell
     from grpo_dial.core.dial import arm_from_fields
     from grpo_dial.stages.policy import base_model_path
@@ -195,7 +196,7 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     table = train_cell(
         base_model_path(input, params), {**params["task"], "options": options},
         arm_from_fields(params["arm"]), train, params["seeds"], params["pool"],
-        params["pool_seed"], params["device"],
+        params["pool_seed"], params["device"], frozen=bool(params.get("frozen", False)),
     )  # fmt: skip
     write_table(
         table.assign(level=params["level"], optimizer=params["optimizer"], dial=params["dial"]),
@@ -205,15 +206,18 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/runs.csv (per seed), aware_sweep/dose.csv (per optimizer, level, arm and
-    quantity, with predictions) and aware_sweep/truncation.csv."""
+    quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
+    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial."""
     from grpo_dial.analysis.aware import truncation_table
-    from grpo_dial.analysis.aware_sweep import dose_fit, dose_table, sweep_runs
+    from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
 
-    cells = pd.concat([read_table(p) for p in input["cells"]], ignore_index=True)
+    paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
+    cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
     rates = read_table(input["rate"]).iloc[0]
+    arms = {**params["arms"], FROZEN: params["arms"][params["reference"]]}
     runs = sweep_runs(
         cells, read_table(input["base"]), read_table(input["kernel"]), float(rates["lr"]),
-        params["arms"], {**params["train"], "lr": float(rates["lr_adam"])},
+        arms, {**params["train"], "lr": float(rates["lr_adam"])},
         params["task"].get("options", {}), params["window_fraction"],
     )  # fmt: skip
     dose = dose_table(runs)
