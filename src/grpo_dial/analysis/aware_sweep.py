@@ -438,7 +438,7 @@ def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
 
 
 __all__ = [
-    "BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET", "base_responses", "dose_fit",
-    "dose_table", "level_awareness", "push_snr", "sgd_prediction", "sgd_rate", "special_mass",
-    "sweep_runs", "tail_kernel", "train_cell",
+    "BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET",
+    "base_responses", "dose_fit", "dose_table", "level_awareness", "push_snr", "sgd_prediction",
+    "sgd_rate", "special_mass", "sweep_runs", "tail_kernel", "train_cell",
 ]  # fmt: skip
