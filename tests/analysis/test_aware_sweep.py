@@ -112,6 +112,22 @@ def test_dose_table_tests_take_offs_against_the_blind_level():
     assert r["truncation_last"] == pytest.approx(0.03)
 
 
+def test_dose_markdown_prints_the_tables_numbers():
+    from grpo_dial.analysis.aware_sweep import dose_markdown
+
+    runs = _dose_runs()
+    dose = dose_table(runs.assign(optimizer=np.where(runs["seed"] < 4, "sgd", "adamw")))
+    text = dose_markdown(dose, dose_fit(dose), "aware_sweep/dose.csv, seeds 0-3")
+    assert "From aware_sweep/dose.csv, seeds 0-3." in text and "## sgd" in text
+    r = dose.set_index(["level", "quantity"]).loc[("a60", "contrast_tokens")]
+    cell = f"{r['mean']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]"
+    row = next(line for line in text.splitlines() if line.startswith("| 0.6 | grpo | 4 |"))
+    assert row.split(" | ")[3] == cell  # contrast in tokens, then its p values and prediction
+    assert f"{r['sign_p']:.2g} / {r['wilcoxon_p']:.2g}" in row and "| +0.90 |" in row
+    assert row.endswith("| 3.0 % |")  # the largest last-window truncated share, 0.03
+    assert "## adamw" not in text  # one optimizer in the table, one section
+
+
 def test_dose_fit_slope_through_the_origin_by_hand():
     dose = pd.DataFrame(
         {"optimizer": "sgd", "quantity": "contrast_tokens", "predicted": [0.0, 1.0, 2.0, 3.0],

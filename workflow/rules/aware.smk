@@ -241,6 +241,7 @@ rule aware_dose:
         runs=f"{RESULTS}/aware_sweep/runs.csv",
         truncation=f"{RESULTS}/aware_sweep/truncation.csv",
         fit=f"{RESULTS}/aware_sweep/fit.csv",
+        summary=f"{RESULTS}/aware_sweep/summary.md",
         dose=report(
             f"{RESULTS}/aware_sweep/dose.csv", caption="../report/aware_dose_table.rst",
             category="Length by correctness",

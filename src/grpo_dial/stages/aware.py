@@ -209,7 +209,13 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
     (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial."""
     from grpo_dial.analysis.aware import truncation_table
-    from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
+    from grpo_dial.analysis.aware_sweep import (
+        FROZEN,
+        dose_fit,
+        dose_markdown,
+        dose_table,
+        sweep_runs,
+    )
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
@@ -224,8 +230,15 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     log.info("dose-response:\n%s", dose.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     write_table(runs, output["runs"])
     write_table(dose, output["dose"])
-    write_table(dose_fit(dose), output["fit"])
+    fit = dose_fit(dose)
+    write_table(fit, output["fit"])
     write_table(truncation_table(runs, by=("optimizer", "level", "dial")), output["truncation"])
+    if "summary" in output.keys():
+        seeds = sorted(set(runs["seed"]))
+        source = (f"aware_sweep/dose.csv and fit.csv, seeds {seeds[0]}-{seeds[-1]}, "
+                  f"{int(params['train']['steps'])} steps")  # fmt: skip
+        with open(output["summary"], "w") as f:
+            f.write(dose_markdown(dose, fit, source))
 
 
 def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
