@@ -56,6 +56,7 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "aware_bridge": "aware.aware_bridge",
     "aware_rates": "aware.aware_rates",
     "aware_sweep_cell": "aware.aware_sweep_cell",
+    "aware_frozen_cell": "aware.aware_sweep_cell",  # the tail-frozen control (params frozen)
     "aware_dose": "aware.aware_dose",
     "aware_dose_figure": "aware.aware_dose_figure",
 }
