@@ -151,18 +151,17 @@ rule aware_rates:
         "../scripts/stage.py"
 
 
-def aware_cell_inputs(wildcards):
-    inputs = {**TASK_INPUTS}
-    if BASE_MODEL:
-        inputs["model"] = BASE_MODEL
-    inputs["rate"] = f"{RESULTS}/aware_sweep/rates.csv"
-    return inputs
+AWARE_CELL_INPUTS = {  # a sweep cell's inputs: the task's files, the base policy, the rates
+    **TASK_INPUTS,
+    **({"model": BASE_MODEL} if BASE_MODEL else {}),
+    "rate": f"{RESULTS}/aware_sweep/rates.csv",
+}
 
 
 rule aware_sweep_cell:
     """Every seed of one arm at one awareness level with one optimizer, trained in one process."""
     input:
-        unpack(aware_cell_inputs),
+        **AWARE_CELL_INPUTS,
     output:
         steps=f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
     log:
@@ -198,7 +197,7 @@ rule aware_frozen_cell:
     """The tail-frozen control: the reference arm's sampling with zero loss weight on the tail
     (no token keeps a weight, so learning rate 0), every seed in one process."""
     input:
-        unpack(aware_cell_inputs),
+        **AWARE_CELL_INPUTS,
     output:
         steps=AWARE_FROZEN_STEPS,
     log:
