@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from grpo_dial.analysis.aware import (
+    QUANTITIES,
     decomposition_table,
     drift_table,
     predicted_step,
@@ -17,7 +18,7 @@ from grpo_dial.analysis.aware import (
     run_drift,
     step_table,
     summary_lines,
-    window_theta,
+    window_tail,
 )
 from grpo_dial.core.dial import preset, read_arm
 from grpo_dial.core.length_drift import tail_drift
@@ -115,8 +116,8 @@ def test_a_negative_awareness_or_an_empty_core_is_clipped_into_the_model():
 
 def test_a_step_without_a_mode_is_left_out_of_the_window():
     window = pd.DataFrame({"n_estimate": [4, 0, 2], "tail_estimate": [3.0, np.nan, 6.0]})
-    assert window_theta(window, "estimate") == pytest.approx(np.log((12 + 12 + 0.5) / 6))
-    assert np.isnan(window_theta(window.assign(n_estimate=0), "estimate"))
+    assert window_tail(window, "estimate") == pytest.approx((12 + 12) / 6)  # tokens, pooled
+    assert np.isnan(window_tail(window.assign(n_estimate=0), "estimate"))
     r = step_table(_aware_responses().query("prefix.str[0] == '='")).iloc[0]  # no "~" at all
     assert r["n_estimate"] == 0 and np.isnan(r["tail_estimate"]) and np.isnan(r["theta_estimate"])
     assert r["awareness"] == 0.0  # P(~ | wrong) = P(~ | correct) = 0
@@ -134,6 +135,9 @@ def _steps() -> pd.DataFrame:
             "core": [5.0, 7.0, 6.0, 6.0, 6.0],
             "n_estimate": [4, 4, 4, 2, 6],
             "n_compute": [4, 4, 4, 6, 2],
+            "n_wrong": [5, 4, 4, 3, 1],
+            "n_correct": [3, 4, 4, 5, 7],
+            "truncation": [0.0, 0.0, 0.1, 0.2, 0.0],
             "tail_wrong": [3.0, 4.0, 4.0, 6.0, 9.0],
             "tail_correct": [2.0, 2.0, 1.0, 1.0, 1.0],
             "auc_tail": [0.5, 0.6, 0.7, 0.8, 1.0],
@@ -144,13 +148,22 @@ def _steps() -> pd.DataFrame:
 def test_run_drift_by_hand():
     train = pd.DataFrame({"grad_norm": [0.5, 1.0, 4.0, np.nan]})
     d = run_drift(_steps(), train, preset("grpo"), G, 4, lr=0.1, grad_clip=1.0, fraction=0.35)
-    # theta pools each window's tails of a mode plus half a token
-    d_wrong = np.log((6 * 2 + 8 * 6 + 0.5) / 8) - np.log((3 * 4 + 5 * 4 + 0.5) / 8)
-    d_correct = np.log((1 * 6 + 3 * 2 + 0.5) / 8) - np.log((2 * 4 + 2 * 4 + 0.5) / 8)
+    # L = log(1 + T) of each window's pooled tail of a mode; no base: the first window
+    t_e = ((3 * 4 + 5 * 4) / 8, (6 * 2 + 8 * 6) / 8)  # 4.0 -> 7.5 tokens
+    t_c = ((2 * 4 + 2 * 4) / 8, (1 * 6 + 3 * 2) / 8)  # 2.0 -> 1.5 tokens
+    d_wrong, d_correct = np.log(8.5 / 5.0), np.log(2.5 / 3.0)
     assert d["d_wrong"] == pytest.approx(d_wrong) and d["d_correct"] == pytest.approx(d_correct)
     assert d["contrast"] == pytest.approx(d_wrong - d_correct)
-    assert d["d_tail_wrong_resp"] == pytest.approx(7.5 - 3.5)
-    assert d["d_tail_correct_resp"] == pytest.approx(1.0 - 2.0)
+    assert d["d_common"] == pytest.approx((d_wrong + d_correct) / 2)
+    assert d["d_wrong_tokens"] == pytest.approx(t_e[1] - t_e[0])
+    assert d["contrast_tokens"] == pytest.approx(3.5 - (t_c[1] - t_c[0]))
+    assert (d["truncation_first"], d["truncation_last"]) == (0.0, pytest.approx(0.1))
+    assert d["takeoff"] == 1  # contrast log(1.7) - log(5 / 6) = 0.71 > 0.5
+    # by correctness: each step's tail of wrong (correct) responses weighted by their count
+    wrong = ((6 * 3 + 9 * 1) / 4, (3 * 5 + 4 * 4) / 9)
+    correct = ((1 * 5 + 1 * 7) / 12, (2 * 3 + 2 * 4) / 7)
+    assert d["d_tail_wrong_resp"] == pytest.approx(wrong[0] - wrong[1])
+    assert d["d_tail_correct_resp"] == pytest.approx(correct[0] - correct[1])
     assert (d["auc_tail_first"], d["auc_tail_last"]) == (pytest.approx(0.55), pytest.approx(0.9))
     assert d["awareness"] == pytest.approx(0.28) and d["accuracy"] == pytest.approx(0.6)
     # the prediction: the closed form at the FIRST window's mean state (p 0.4, a 0.5,
@@ -166,11 +179,16 @@ def test_run_drift_by_hand():
     assert no_clip["clip_share"] == 0.0
 
 
+# the columns drift_table reads beside the quantities: base tails, take-off, truncated share
+EXTRA = {"tail_estimate_base": 3.0, "tail_compute_base": 1.0, "tail_wrong_base": 2.0,
+         "tail_correct_base": 1.5, "takeoff": 1, "truncation_last": 0.02}  # fmt: skip
+
+
 def _runs() -> pd.DataFrame:
     """The reference arm grpo (every quantity 4 in 3 seeds) and an arm dr (1, 2, 3)."""
-    quantities = ("d_wrong", "d_correct", "contrast", "d_tail_wrong_resp", "d_tail_correct_resp")
-    grpo = {"u_wrong": 0.02, "u_correct": -0.02, "pred_wrong": 0.3, "pred_correct": -0.3}
-    dr = {"u_wrong": 0.01, "u_correct": -0.03, "pred_wrong": 0.15, "pred_correct": -0.45}
+    quantities = QUANTITIES
+    grpo = {"u_wrong": 0.02, "u_correct": -0.02, "pred_wrong": 0.3, "pred_correct": -0.3, **EXTRA}
+    dr = {"u_wrong": 0.01, "u_correct": -0.03, "pred_wrong": 0.15, "pred_correct": -0.45, **EXTRA}
     rows = []
     for k in range(3):
         rows.append(
@@ -193,17 +211,19 @@ def test_the_drift_interval_is_the_t_interval_at_the_level(level, t):
     assert (table.loc[("grpo", "d_wrong"), "lo"], table.loc[("grpo", "d_wrong"), "hi"]) == (4, 4)
 
 
-def test_the_adam_ratio_divides_by_each_arms_gradient_norm():
-    table = drift_table(_runs(), n_boot=200).set_index(["dial", "quantity"])
+def test_the_snr_ratio_divides_each_arms_snr_by_the_references():
+    table = drift_table(_runs(), n_boot=200, snr={"grpo": 0.4, "dr": 0.1})
+    table = table.set_index(["dial", "quantity"])
     w, c = table.loc[("dr", "d_wrong")], table.loc[("dr", "d_correct")]
     assert w["n_seeds"] == 3 and w["grad_norm"] == 0.5  # median of 0.5, 0.5, 4
     assert w["clip_share"] == pytest.approx(1 / 3)
-    # SGD: E[u_arm] / E[u_ref]; Adam: (E[u_arm] / g_arm) / (E[u_ref] / g_ref), g_ref 2
+    # SGD: E[u_arm] / E[u_ref]; Adam: the push's SNR over the reference's, 0.1 / 0.4
     assert w["ratio_sgd"] == pytest.approx(0.01 / 0.02)
-    assert w["ratio_adam"] == pytest.approx((0.01 / 0.5) / (0.02 / 2.0))  # 2.0
     assert c["ratio_sgd"] == pytest.approx(0.03 / 0.02)  # d_correct: the correct path
-    assert c["ratio_adam"] == pytest.approx((0.03 / 0.5) / (0.02 / 2.0))  # 6.0
-    assert table.loc[("dr", "contrast"), "ratio_adam"] == pytest.approx(2.0)
+    assert (w["ratio_snr"], w["snr"]) == (pytest.approx(0.25), 0.1)
+    assert table.loc[("grpo", "contrast"), "ratio_snr"] == pytest.approx(1.0)
+    no_snr = drift_table(_runs(), n_boot=200).set_index(["dial", "quantity"])
+    assert np.isnan(no_snr.loc[("dr", "d_wrong"), "ratio_snr"])
     assert (w["pred_sgd"], c["pred_sgd"]) == (pytest.approx(0.15), pytest.approx(-0.45))
     assert w["ratio"] == pytest.approx(2.0 / 4.0)  # measured: seed means 2 over 4
     one_seed = drift_table(_runs().query("dial == 'grpo' or seed == 0"), n_boot=200)
@@ -215,9 +235,9 @@ def test_the_adam_ratio_divides_by_each_arms_gradient_norm():
 def test_the_ratio_interval_is_the_bootstraps_central_percentiles(level, z):
     # reference: every seed 1, so the ratio is the arm's bootstrap mean of 100 seeds 0..99,
     # nearly normal with mean 49.5 and sd sqrt((100^2 - 1) / 12) / 10
-    quantities = ("d_wrong", "d_correct", "contrast", "d_tail_wrong_resp", "d_tail_correct_resp")
+    quantities = QUANTITIES
     rest = {"u_wrong": 0.01, "u_correct": -0.01, "pred_wrong": 0.1, "pred_correct": -0.1,
-            "grad_norm": 1.0, "clip_share": 0.0}  # fmt: skip
+            "grad_norm": 1.0, "clip_share": 0.0, **EXTRA}  # fmt: skip
     runs = pd.DataFrame(
         [{"dial": "grpo", "seed": k, **dict.fromkeys(quantities, 1.0), **rest} for k in range(4)]
         + [{"dial": "x", "seed": k, **dict.fromkeys(quantities, float(k)), **rest}
@@ -247,22 +267,25 @@ def test_run_decomposition_compares_the_last_window_with_the_first():
     # one correct response per step, lengths 10 .. 50: windows (0, 1) and (3, 4) at 0.35
     responses = pd.DataFrame(
         {"step": range(5), "prompt_id": "p", "difficulty": "o2d1", "reward": 1.0,
-         "length": [10, 20, 30, 40, 50], "work": 4, "redundant": [6, 16, 26, 36, 46],
+         "length": [10, 20, 30, 40, 50], "tokens": [5, 10, 15, 20, 25], "work": 4,
+         "redundant": [6, 16, 26, 36, 46],
          "resample_round": 0}
     )  # fmt: skip
     terms = run_decomposition(responses, fraction=0.35)
-    assert terms["total"] == pytest.approx(45.0 - 15.0)
-    assert terms["within_correct"] == pytest.approx(30.0) and terms["mix"] == 0.0
+    assert terms["total"] == pytest.approx(22.5 - 7.5)  # tokens, not characters
+    assert terms["within_correct"] == pytest.approx(15.0) and terms["mix"] == 0.0
 
 
 def test_summary_line_gives_the_measured_and_the_closed_form_ratio():
     drift = drift_table(_runs(), n_boot=200)
-    line = summary_lines(drift)[0]
+    line = summary_lines(drift)[2]
     half = T95_DF2 / np.sqrt(3)
-    assert f"dr +2.000 [{2 - half:+.3f}, {2 + half:+.3f}], ratio 0.50 (closed form 0.50)" in line
+    assert line.startswith(f"  - dr: +2.00 [{2 - half:+.2f}, {2 + half:+.2f}], tokens +2.0 [")
+    assert "closed form / GRPO: SGD 0.50, SNR nan" in line
+    assert "take-offs 3 / 0 of 3" in line and "truncated at most 2.0 % (last window)" in line
     runs = _runs().assign(u_wrong=lambda r: np.where(r["dial"] == "dr", 0.03, 0.02))
-    line = summary_lines(drift_table(runs, n_boot=200))[0]
-    assert "dr +2.000" in line and "ratio 0.50 (closed form 1.50)" in line
+    line = summary_lines(drift_table(runs, n_boot=200))[2]
+    assert "dr: +2.00" in line and "SGD 1.50" in line
 
 
 def test_summary_line_of_the_bridge():
@@ -270,6 +293,6 @@ def test_summary_line_of_the_bridge():
         {"quantity": ["auc", "pressure_wrong"], "value": [0.62, 12.4], "lo": [0.55, 3.2],
          "hi": [0.71, 20.6]}
     )  # fmt: skip
-    line = summary_lines(drift_table(_runs(), n_boot=200), bridge)[1]
+    line = summary_lines(drift_table(_runs(), n_boot=200), bridge)[-1]
     assert "for being wrong 0.62 [0.55, 0.71]" in line
     assert "pushes wrong answers by +12 [+3, +21] characters" in line

@@ -95,6 +95,17 @@ def test_verdicts():
     assert task.stratum(P331, "~331", "mode") == 1 and task.stratum(P331, "=331", "mode") == 0
 
 
+def test_a_truncated_response_is_scored_by_its_core_when_asked():
+    task = AwareTask(score_truncated=True)
+    cut = task.verify(P331, "=331....", False)
+    assert cut.correct and cut.truncated and cut.answer == "331"  # the cap decides nothing
+    assert not task.verify(P331, "=332....", False).correct  # a wrong core stays wrong
+    assert task.verify(P331, "=331..", True) == AwareTask().verify(P331, "=331..", True)
+    assert not AwareTask().verify(P331, "=331....", False).correct  # the default: every task's rule
+    with pytest.raises(ValueError, match="score_truncated must be true or false"):
+        AwareTask(score_truncated=1)
+
+
 def test_demonstration_tail_geometric_and_blind():
     task = AwareTask(tail_mean=3.0)
     rng = np.random.default_rng(1)

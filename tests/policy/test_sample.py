@@ -33,13 +33,19 @@ def test_greedy_equals_hf_generate(model, tok):
     batch = tok(PROMPTS, padding=True, return_tensors="pt")  # bos + text, left-padded
     assert torch.equal(batch["input_ids"], r.prompt_ids)
     model.eval()
-    out = model.generate(**batch, do_sample=False, max_new_tokens=10)
+    # the sampler never draws pad, bos or unk (sample.banned_ids): HF's own suppression
+    out = model.generate(
+        **batch, do_sample=False, max_new_tokens=10, suppress_tokens=SPECIAL_NOT_EOS
+    )
     hf = out[:, batch["input_ids"].shape[1] :]
     t = r.response_ids.shape[1]
     assert torch.equal(r.response_ids, hf[:, :t])
     # greedy is the temperature -> 0 limit of sampling
     cold = sample_groups(model, tok, g=1, max_new=10, temperature=1e-4, seed=9)
     assert torch.equal(cold.response_ids, r.response_ids)
+
+
+SPECIAL_NOT_EOS = [0, 1, 3]  # <pad>, <bos>, <unk> of the character tokenizer (<eos> is 2)
 
 
 def test_same_generator_seed_same_rollouts(model, tok):
@@ -141,7 +147,8 @@ def test_bad_arguments(model, tok):
 
 
 def _reference_sampling(model, tok, texts, g, max_new, seed):
-    """The plain loop: no cache, every row in every step, torch.multinomial on all N rows."""
+    """The plain loop: no cache, every row in every step, torch.multinomial on all N rows of
+    the softmax without pad, bos and unk."""
     enc = tok(texts, padding=True, return_tensors="pt")
     ids = enc["input_ids"].repeat_interleave(g, 0)  # (N, P)
     attn = enc["attention_mask"].repeat_interleave(g, 0)  # (N, P)
@@ -153,6 +160,7 @@ def _reference_sampling(model, tok, texts, g, max_new, seed):
         for _ in range(max_new):
             pos = (attn.cumsum(1) - 1).clamp(min=0)
             logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, -1]
+            logits[:, SPECIAL_NOT_EOS] = -math.inf
             tok_ = torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=gen)[:, 0]
             tok_ = torch.where(finished, tok.pad_token_id, tok_)
             out.append(tok_)
@@ -260,3 +268,51 @@ def test_nonfinite_logits_stop_sampling_with_one_line(model, tok, bad):
     with pytest.raises(ValueError, match="logits are NaN or inf") as caught:
         sample_groups(broken, tok, g=2, max_new=6, seed=0)
     assert "\n" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------- special tokens
+
+
+def _special_heavy(model, boost: float):
+    """The tiny model with `boost` added to the logits of pad, bos and unk everywhere (lm_head
+    given a bias), so that unmasked they would take most draws."""
+    import copy
+
+    heavy = copy.deepcopy(model)
+    head = torch.nn.Linear(*heavy.lm_head.weight.shape[::-1], bias=True)
+    with torch.no_grad():
+        head.weight.copy_(heavy.lm_head.weight)
+        head.bias.zero_()
+        head.bias[SPECIAL_NOT_EOS] = boost
+    heavy.lm_head = head
+    return heavy
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_pad_bos_and_unk_are_never_sampled(model, tok, temperature):
+    assert sample.banned_ids(tok, [tok.eos_token_id]) == SPECIAL_NOT_EOS
+    heavy = _special_heavy(model, 3.0)
+    heavy.eval()
+    # unmasked, the specials would take most draws: their share of the next-token mass
+    with torch.no_grad():
+        enc = tok(PROMPTS, padding=True, return_tensors="pt")
+        probs = torch.softmax(heavy(**enc).logits[:, -1], -1)
+    assert probs[:, SPECIAL_NOT_EOS].sum(-1).min() > 0.5
+    problems = make_problems(PROMPTS * 10)
+    gen = torch.Generator().manual_seed(13)
+    r = generate_groups(heavy, tok, problems, 16, 40, temperature=temperature, generator=gen)
+    drawn = r.response_ids[r.response_mask.bool()]  # (tokens,) every sampled token
+    assert drawn.numel() > 2000
+    assert not torch.isin(drawn, torch.tensor(SPECIAL_NOT_EOS)).any()
+    assert all(not any(s in t for s in ("<pad>", "<bos>", "<unk>")) for t in r.texts)
+    if temperature:
+        assert 0 < r.finished.sum() < len(r)  # eos is still drawn: responses end
+
+
+def test_a_pad_that_is_eos_still_ends_responses():
+    class Tok:
+        pad_token_id, bos_token_id, unk_token_id = 7, 5, None
+
+    assert sample.banned_ids(Tok(), [7, 9]) == [5]  # pad falls back to eos: kept
+    Tok.bos_token_id = None
+    assert sample.banned_ids(Tok(), [7]) == []

@@ -153,7 +153,7 @@ def test_nonfinite_step_is_skipped_then_run_stops(base_dir, tmp_path, monkeypatc
 
 
 def test_tables_have_documented_columns_and_consistent_values(base_dir, tmp_path):
-    cfg = replace(CFG, kl_coef=0.1)
+    cfg = replace(CFG, kl_coef=0.1, seed=1)  # a seed with informative groups at steps 2 and 4
     out = tmp_path / "model"
     outputs = {name: tmp_path / f"{name}.parquet" for name in TABLES} | {"model": out}
     train_run(base_dir, FakeTask(), preset("grpo"), cfg, outputs, tmp_path / "ckpt")

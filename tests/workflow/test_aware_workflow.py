@@ -1,5 +1,6 @@
-"""The aware-tail study's overlay plans every arm's runs, the aware rules and the math_cot_100
-bridge; the arithmetic task plans none of the aware rules."""
+"""The aware-tail study's overlay plans every arm's runs, the base policy's sample, the aware
+rules and the real-sample bridge; the arithmetic task plans none of the aware rules; the sweep
+overlay plans one cell per (optimizer, awareness level, arm)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,25 @@ import yaml
 from conftest import REPO
 from test_workflow import planned_jobs, snakemake
 
-AWARE_RULES = ("aware_summary", "aware_figure", "aware_bridge")
+AWARE_RULES = ("aware_base", "aware_summary", "aware_figure", "aware_bridge")
+
+
+def _config(tmp_path: Path, *overlays: str) -> dict:
+    config = yaml.safe_load((REPO / "config" / "length_aware.yaml").read_text())
+    for name in overlays:
+        for key, value in yaml.safe_load((REPO / "config" / name).read_text()).items():
+            if isinstance(value, dict) and isinstance(config.get(key), dict):
+                config[key] = {**config[key], **value}
+            else:
+                config[key] = value
+    config["dials"] = {k: v for k, v in config["dials"].items() if v is not None}
+    config["results_dir"] = str(tmp_path / "results")
+    return config
 
 
 @pytest.mark.parametrize("task", ["aware", "arithmetic"])
 def test_overlay_dry_run_plans_the_aware_rules_only_for_the_aware_task(tmp_path: Path, task):
-    config = yaml.safe_load((REPO / "config" / "length_aware.yaml").read_text())
-    config["results_dir"] = str(tmp_path / "results")
+    config = _config(tmp_path)
     if task == "arithmetic":
         config["task"] = {"name": "arithmetic", "options": {}}
         config["warm_start"].pop("style_weights")
@@ -25,6 +38,19 @@ def test_overlay_dry_run_plans_the_aware_rules_only_for_the_aware_task(tmp_path:
     jobs = planned_jobs(run.stdout)
     assert jobs["train"] == len(config["dials"]) * len(config["train"]["seeds"]) == 35
     if task == "aware":
-        assert [jobs.get(r) for r in AWARE_RULES] == [1, 1, 1]
+        assert [jobs.get(r) for r in AWARE_RULES] == [1, 1, 1, 1]
+        assert config["train"]["max_new_tokens"] == 512  # a cap the tail never reaches
     else:
         assert not any(r in jobs for r in AWARE_RULES)
+
+
+def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Path):
+    config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_small.yaml")
+    assert sorted(config["dials"]) == ["dr_grpo", "grpo", "nostd_sequence"]
+    run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
+    assert run.returncode == 0, run.stderr[-2000:]
+    jobs = planned_jobs(run.stdout)
+    assert jobs["aware_sweep_cell"] == 2 * 5 * 3
+    assert jobs["aware_frozen_cell"] == 1  # the tail-frozen control, once (AdamW, a = 0.6)
+    assert [jobs.get(r) for r in ("aware_base", "aware_rates", "aware_dose")] == [1, 1, 1]
+    assert "train" not in jobs  # the sweep trains in its cells, not through rule train

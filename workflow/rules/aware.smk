@@ -1,21 +1,61 @@
-# The aware-tail study (issue 27, docs/length-bias.md#the-aware-tail): with task `aware`, every
-# run's tail by mode against the closed form (analysis/aware.py), reusing channel.reference and
-# decompose.window_fraction.
+# The aware-tail study (issues 27, 35; docs/length-bias.md#the-aware-tail): with task `aware`, the base
+# policy sampled at step 0 and every run's tail by mode against the closed form (analysis/aware.py),
+# reusing channel (the base sample's prompts, samples and seed; the reference arm) and
+# decompose.window_fraction. The dose-response sweep (analysis/aware_sweep.py) is its own target,
+# aware_dose_figure: every arm of the config at each awareness level of LEVELS, SGD and AdamW, in
+# one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml).
+from grpo_dial.analysis.aware_sweep import LEVELS as AWARE_LEVELS  # noqa: E402 (no torch)
+from grpo_dial.analysis.aware_sweep import OPTIMIZERS as AWARE_OPTIMIZERS  # noqa: E402
+from grpo_dial.analysis.aware_sweep import FROZEN as AWARE_FROZEN  # noqa: E402
+from grpo_dial.analysis.aware_sweep import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
+
 AWARE_ENABLED = PLAN.aware_enabled
 AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt beside it
 AWARE_TARGETS = ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + (
     [f"{RESULTS}/aware/bridge.csv"] if AWARE_BRIDGE else []
 )  # read by all_targets (common.smk)
+AWARE_NULL = "dr_grpo"  # the zero-push arm take-off counts are tested against (when configured)
+
+
+wildcard_constraints:
+    optimizer="|".join(AWARE_OPTIMIZERS),
+    level="|".join(AWARE_LEVELS),
+
+
+rule aware_base:
+    """The base policy at step 0, before any update: its responses, tails by mode and kernel."""
+    input:
+        model=BASE_MODEL,
+    output:
+        responses=f"{RESULTS}/aware/base_responses.parquet",
+        base=f"{RESULTS}/aware/base.csv",
+        kernel=f"{RESULTS}/aware/kernel.csv",
+    log:
+        f"{RESULTS}/logs/aware/aware_base.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware/aware_base.tsv"
+    threads: config["train"]["threads"]
+    params:
+        **CHANNEL_PARAMS,
+        model=config["model"]["base"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
 
 
 rule aware_summary:
-    """Per step, run and dial: the tail by mode and correctness against the closed form."""
+    """Per step, run and dial: the tail by mode and correctness against the closed form, rank
+    tests over seeds, the truncated share per window."""
     input:
         responses=run_files("responses.parquet"),
         steps=run_files("steps.parquet"),
+        base=f"{RESULTS}/aware/base.csv",
+        base_responses=f"{RESULTS}/aware/base_responses.parquet",
     output:
         steps=f"{RESULTS}/aware/steps.parquet",
         runs=f"{RESULTS}/aware/runs.csv",
+        truncation=f"{RESULTS}/aware/truncation.csv",
         decomposition=f"{RESULTS}/aware/decomposition.csv",
         drift=report(
             f"{RESULTS}/aware/drift.csv", caption="../report/aware_drift_table.rst",
@@ -31,6 +71,8 @@ rule aware_summary:
         train=config["train"],
         window_fraction=config["decompose"]["window_fraction"],
         reference=config["channel"]["reference"],
+        null=AWARE_NULL,
+        task=TASK,
     conda:
         "../../envs/grpo-dial.yaml"
     script:
@@ -42,6 +84,8 @@ rule aware_figure:
     input:
         steps=f"{RESULTS}/aware/steps.parquet",
         drift=f"{RESULTS}/aware/drift.csv",
+        runs=f"{RESULTS}/aware/runs.csv",
+        base=f"{RESULTS}/aware/base.csv",
         decomposition=f"{RESULTS}/aware/decomposition.csv",
     output:
         png=report(
@@ -67,7 +111,8 @@ rule aware_figure:
 
 
 rule aware_bridge:
-    """The push GRPO's 1/|o| would put on a real model's lengths (math_cot_100), with intervals."""
+    """The push GRPO's 1/|o| would put on real samples' lengths (math_cot_100, GSM8K), with
+    intervals and the informative problems behind them."""
     input:
         responses=f"{RESULTS}/real_lengths/responses.parquet",
     output:
@@ -79,6 +124,156 @@ rule aware_bridge:
     params:
         n_boot=config["real_lengths"]["n_boot"],
         seed=config["real_lengths"]["seed"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
+rule aware_rates:
+    """The sweep's learning rates, sized from the base's tail kernel: SGD's from the closed form,
+    AdamW's from the kernel's L1 norm."""
+    input:
+        base=f"{RESULTS}/aware/base.csv",
+        kernel=f"{RESULTS}/aware/kernel.csv",
+    output:
+        rate=f"{RESULTS}/aware_sweep/rates.csv",
+    log:
+        f"{RESULTS}/logs/aware_sweep/rates.log",
+    params:
+        arms=ARM_FIELDS,
+        reference=config["channel"]["reference"],
+        train=config["train"],
+        task=TASK,
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
+AWARE_CELL_INPUTS = {  # a sweep cell's inputs: the task's files, the base policy, the rates
+    **TASK_INPUTS,
+    **({"model": BASE_MODEL} if BASE_MODEL else {}),
+    "rate": f"{RESULTS}/aware_sweep/rates.csv",
+}
+
+
+rule aware_sweep_cell:
+    """Every seed of one arm at one awareness level with one optimizer, trained in one process."""
+    input:
+        **AWARE_CELL_INPUTS,
+    output:
+        steps=f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
+    log:
+        f"{RESULTS}/logs/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.tsv"
+    threads: config["train"]["threads"]
+    params:
+        task=TASK,
+        model=config["model"]["base"],
+        device=config["model"]["device"],
+        arm=lambda wildcards: ARM_FIELDS[wildcards.dial],
+        dial=lambda wildcards: wildcards.dial,
+        level=lambda wildcards: wildcards.level,
+        optimizer=lambda wildcards: wildcards.optimizer,
+        train=train_params,
+        seeds=config["train"]["seeds"],
+        pool=config["pass_rates"]["pool"],
+        pool_seed=config["pass_rates"]["seed"],
+        threads=config["train"]["threads"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
+AWARE_FROZEN_STEPS = (
+    f"{RESULTS}/aware_sweep/{AWARE_FROZEN_CELL[0]}/{AWARE_FROZEN_CELL[1]}/{AWARE_FROZEN}.parquet"
+)
+
+
+rule aware_frozen_cell:
+    """The tail-frozen control: the reference arm's sampling with zero loss weight on the tail
+    (no token keeps a weight, so learning rate 0), every seed in one process."""
+    input:
+        **AWARE_CELL_INPUTS,
+    output:
+        steps=AWARE_FROZEN_STEPS,
+    log:
+        f"{RESULTS}/logs/aware_sweep/{AWARE_FROZEN}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware_sweep/{AWARE_FROZEN}.tsv"
+    threads: config["train"]["threads"]
+    params:
+        task=TASK,
+        model=config["model"]["base"],
+        device=config["model"]["device"],
+        arm=ARM_FIELDS.get(config["channel"]["reference"]),
+        dial=AWARE_FROZEN,
+        level=AWARE_FROZEN_CELL[1],
+        optimizer=AWARE_FROZEN_CELL[0],
+        frozen=True,
+        train=train_params,
+        seeds=config["train"]["seeds"],
+        pool=config["pass_rates"]["pool"],
+        pool_seed=config["pass_rates"]["seed"],
+        threads=config["train"]["threads"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
+rule aware_dose:
+    """Per seed, and per optimizer, level and arm: measured drift beside the predictions."""
+    input:
+        cells=expand(
+            f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
+            optimizer=AWARE_OPTIMIZERS, level=list(AWARE_LEVELS), dial=list(ARM_FIELDS),
+        ),
+        frozen=AWARE_FROZEN_STEPS,
+        base=f"{RESULTS}/aware/base.csv",
+        kernel=f"{RESULTS}/aware/kernel.csv",
+        rate=f"{RESULTS}/aware_sweep/rates.csv",
+    output:
+        runs=f"{RESULTS}/aware_sweep/runs.csv",
+        truncation=f"{RESULTS}/aware_sweep/truncation.csv",
+        fit=f"{RESULTS}/aware_sweep/fit.csv",
+        summary=f"{RESULTS}/aware_sweep/summary.md",
+        dose=report(
+            f"{RESULTS}/aware_sweep/dose.csv", caption="../report/aware_dose_table.rst",
+            category="Length by correctness",
+        ),
+    log:
+        f"{RESULTS}/logs/aware_sweep/aware_dose.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware_sweep/aware_dose.tsv"
+    params:
+        arms=ARM_FIELDS,
+        reference=config["channel"]["reference"],
+        train=config["train"],
+        task=TASK,
+        window_fraction=config["decompose"]["window_fraction"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
+rule aware_dose_figure:
+    """Measured against predicted contrast and wrong-mode drift, per level, arm and optimizer."""
+    input:
+        dose=f"{RESULTS}/aware_sweep/dose.csv",
+        fit=f"{RESULTS}/aware_sweep/fit.csv",
+    output:
+        png=report(
+            f"{RESULTS}/figures/aware_dose.png", caption="../report/aware_dose.rst",
+            category="Length by correctness",
+        ),
+        pdf=f"{RESULTS}/figures/aware_dose.pdf",
+    log:
+        f"{RESULTS}/logs/figures/aware_dose_figure.log",
     conda:
         "../../envs/grpo-dial.yaml"
     script:

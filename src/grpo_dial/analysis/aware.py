@@ -1,42 +1,48 @@
-"""The aware-tail runs against the closed form (issue 27; task data/tasks/aware.py).
+"""The aware-tail runs against the closed form (issues 27, 35; task data/tasks/aware.py).
 
-Per step of a run (`step_table`, first-round responses of responses.parquet): the tail T in
-tokens (|o| minus the forced core's tokens, the logged `prefix`, minus the EOS of a finished
-response; characters would count a special token the policy emits as its 5 printed characters)
-by mode ("~" estimate, "=" compute) and by correctness, the pass rate p, the measured awareness
-a = P(~ | wrong) - P(~ | correct), the within-group AUC of the tail for wrongness
-(analysis/channel.py) and the core's tokens c = |o| - T (mode, answer and EOS). The tail
-parameters of the closed form's model are theta = log E[T | mode] (a geometric tail has
-E[T] = e^theta), so a run's drift is
+Lengths are tokens throughout. Per step of a run (`step_table`, first-round responses of
+responses.parquet): the tail T = |o| minus the forced core's tokens (the logged `prefix`, one token
+per character) minus the EOS of a finished response, by mode ("~" estimate, "=" compute) and by
+correctness, the pass rate p, the measured awareness a = P(~ | wrong) - P(~ | correct), the
+within-group AUC of the tail for wrongness (analysis/channel.py), the core's tokens c = |o| - T
+and the truncated share. The base policy is sampled apart at step 0, before any update
+(stage aware_base): its one-row step table is every run's reference.
 
-    d_wrong = theta_~(last window) - theta_~(first window),   d_correct likewise for "=",
+The metric (`log_tail`): a window's mean tail of a mode, T_m = the tail pooled over the window's
+responses of that mode, and L_m = log(1 + T_m). A run's drift is
 
-and its contrast d_wrong - d_correct; a window's theta pools the tail over the window's responses
-of that mode with half a token added (`window_theta`), so a tail collapsed to 0 has a finite floor.
-Prediction (`predicted_step`): core/length_drift.tail_drift
-per group at the step's measured p, a, q_mode = E[T|mode] / (1 + E[T|mode]) and mean c, for the
-arm's normalizer (sequence; token over the batch's prompts_per_step groups, with DAPO's redraws
-when the arm drops silent groups; constant), its std power, ddof and eps. The trainer's batch
-update of a tail parameter is the mean over groups of the closed form's per-group update (every
-normalizer's batch weight is 1/M of the per-group one), so with SGD on a tabular theta the
-expected step is lr x tail_drift: `predicted_drift` sums it over the first steps' state.
+    d_wrong = L_~(last window) - L_~(base),   d_correct = L_=(last) - L_=(base),
 
-What Adam does (measured, not assumed): AdamW divides each coordinate by the root mean square of
-its recent gradients, so an arm's drift is set by its mean update over its gradient's size, not
-by the mean alone. `drift_table` therefore gives each arm two predicted ratios to the reference
-arm (GRPO): `ratio_sgd` = E[u_arm] / E[u_ref] (the closed form as it stands, lr x gradient) and
-`ratio_adam` = (E[u_arm] / g_arm) / (E[u_ref] / g_ref) with g the run's median pre-clip gradient
-norm (steps.parquet), beside the measured ratio with a seed interval. `clip_share` says how often
-the gradient norm exceeded grad_clip (then clipping, too, rescales the step).
+its contrast d_wrong - d_correct and its common drift (d_wrong + d_correct) / 2; the same in
+tokens (T_m(last) - T_m(base)). log(1 + T) is 0 for a tail that collapsed to nothing, so a seed
+whose tails both collapse scores about -log(1 + T_base) in each mode, not a floor set by the
+window's response count. A seed "took off" when its contrast passed +TAKEOFF (up) or -TAKEOFF.
 
-Intervals: Student-t over seeds at 90 % (seed_stats.t_interval, none below 3 seeds); a ratio's
-interval comes from a bootstrap over seeds of both arms' means (percentile, n_boot resamples).
+Prediction (`predicted_step`): core/length_drift.tail_drift per group at the state's measured p,
+a, q_mode = E[T|mode] / (1 + E[T|mode]) and mean c, for the arm's normalizer (sequence; token
+over the batch's prompts_per_step groups, with DAPO's redraws when the arm drops silent groups;
+constant), its std power, ddof and eps. With SGD on a tabular theta = log E[T | mode] the
+expected step is lr x tail_drift (`pred_wrong` = lr x steps x E[u_w] at the base state): the
+closed form's magnitude is an SGD prediction. Under Adam each coordinate's step is about
+lr E[g] / sqrt(E[g^2]): the prediction is the push's signal-to-noise ratio, E[g] / sd(g) of one
+batch's gradient (analysis/aware_sim.push_moments, Monte Carlo through the trainer's own
+advantage and normalizer code), and `ratio_snr` is an arm's SNR over the reference arm's.
+
+Over seeds (`drift_table`): the mean with its Student-t interval at 90 % (seed_stats.t_interval,
+none below 3 seeds); beside it, tests that do not assume a normal mean, since take-off is
+all-or-nothing per seed: the sign test (binomial, the seeds whose value is not 0) and the
+Wilcoxon signed-rank test over seeds, Fisher's exact test of the arm's take-off count against the
+null arm's (the zero-push arm, Dr. GRPO), and the Mann-Whitney test of the arm's seeds against
+the reference arm's (a ratio of two bimodal means tests little on its own). All p two-sided.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from grpo_dial.analysis.channel import within_group_auc
 from grpo_dial.analysis.seed_stats import t_interval
@@ -45,18 +51,21 @@ from grpo_dial.core.dial import Dial
 from grpo_dial.core.length_drift import tail_drift
 
 ESTIMATE, COMPUTE = "~", "="
+TAKEOFF = 0.5  # |contrast| in log(1 + tokens) that counts as a seed taking off
 STEP_COLUMNS = (
     "step n accuracy awareness pi_wrong pi_correct auc_tail core tail tail_estimate tail_compute "
-    "tail_wrong tail_correct theta_estimate theta_compute truncation n_estimate n_compute"
-).split()
-RUN_COLUMNS = (
-    "dial seed d_wrong d_correct contrast d_tail_wrong_resp d_tail_correct_resp pred_wrong "
-    "pred_correct grad_norm clip_share awareness accuracy auc_tail_first auc_tail_last"
+    "tail_wrong tail_correct theta_estimate theta_compute truncation n_estimate n_compute "
+    "n_wrong n_correct"
 ).split()
 
 
 def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if len(x) else float("nan")
+
+
+def log_tail(tokens) -> np.ndarray | float:
+    """L = log(1 + T): 0 for an empty tail, log E[T] for a long one."""
+    return np.log1p(tokens)
 
 
 def step_table(responses: pd.DataFrame) -> pd.DataFrame:
@@ -95,9 +104,11 @@ def step_table(responses: pd.DataFrame) -> pd.DataFrame:
                 "tail_correct": _mean(t[~wrong]),
                 "theta_estimate": float(np.log(te)) if te > 0 else float("nan"),
                 "theta_compute": float(np.log(tc)) if tc > 0 else float("nan"),
-                "truncation": float(d["truncated"].to_numpy(dtype=bool).mean()),
+                "truncation": float((~finished).mean()),
                 "n_estimate": int(est.sum()),
                 "n_compute": int((mode == COMPUTE).sum()),
+                "n_wrong": int(wrong.sum()),
+                "n_correct": int((~wrong).sum()),
             }
         )
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
@@ -113,16 +124,22 @@ def predicted_step(
     steps: pd.DataFrame, dial: Dial, group_size: int, groups: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(E[u_w], E[u_c]) per step (S,): the closed form's per-group update of theta_~ and theta_=
-    at each step's measured state (module docstring). A learnable lambda starts at 0 = the token
-    mean, so lambda-GRPO is predicted as the token mean (its later lambda is in steps.parquet)."""
+    at each step's measured state (module docstring); NaN at a step whose state is not finite (no
+    response of a class). A learnable lambda starts at 0 = the token mean, so lambda-GRPO is
+    predicted as the token mean (its later lambda is in steps.parquet)."""
     norm = {"sequence": "sequence", "constant": "constant"}.get(dial.length_norm, "token")
-    a = np.clip(steps["awareness"].to_numpy(dtype=float), 0.0, 1.0)  # the model needs a >= 0
-    p = np.clip(steps["accuracy"].to_numpy(dtype=float), 0.0, 1.0)
+    cols = ["awareness", "accuracy", "tail_estimate", "tail_compute", "core"]
+    x = steps[cols].to_numpy(dtype=float)  # (S, 5)
+    ok = np.isfinite(x).all(1)  # a step without a class (every response wrong) has no state
+    uw, uc = np.full(len(x), np.nan), np.full(len(x), np.nan)
+    if not ok.any():
+        return uw, uc
+    a = np.clip(x[ok, 0], 0.0, 1.0)  # the model needs a >= 0
     drift = tail_drift(
-        p,
-        _q(steps["tail_estimate"].to_numpy()),
-        _q(steps["tail_compute"].to_numpy()),
-        np.maximum(steps["core"].to_numpy(dtype=float), 1.0),
+        np.clip(x[ok, 1], 0.0, 1.0),
+        _q(x[ok, 2]),
+        _q(x[ok, 3]),
+        np.maximum(x[ok, 4], 1.0),
         group_size,
         std_power=float(dial.std_power),
         length_norm=norm,
@@ -134,7 +151,8 @@ def predicted_step(
         silent=dial.silent,
         max_resample_rounds=int(dial.max_resample_rounds) if dial.silent == "drop" else 0,
     )
-    return np.asarray(drift.wrong), np.asarray(drift.correct)
+    uw[ok], uc[ok] = np.asarray(drift.wrong), np.asarray(drift.correct)
+    return uw, uc
 
 
 def _window(steps: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -143,17 +161,21 @@ def _window(steps: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.Data
     return s.head(n), s.tail(n)
 
 
-def window_theta(window: pd.DataFrame, mode: str) -> float:
-    """theta = log E[T | mode] over a window of steps: the tail pooled over the window's responses
-    of that mode, plus half a token over their count (so a tail that collapsed to 0 everywhere
-    gives a finite floor, log(0.5 / n), instead of -inf)."""
-    n = window[f"n_{mode}"].to_numpy(dtype=float)  # (S,)
-    t = window[f"tail_{mode}"].to_numpy(dtype=float)
+def window_tail(window: pd.DataFrame, key: str) -> float:
+    """The mean tail (tokens) of one class over a window of steps: each step's mean tail of
+    `key` (estimate, compute, wrong, correct) weighted by its n_<key> responses; NaN without any."""
+    n = window[f"n_{key}"].to_numpy(dtype=float)  # (S,)
+    t = window[f"tail_{key}"].to_numpy(dtype=float)
     ok = n > 0
     total = float(n[ok].sum())
-    if total == 0:
-        return float("nan")
-    return float(np.log(((t[ok] * n[ok]).sum() + 0.5) / total))
+    return float((t[ok] * n[ok]).sum() / total) if total > 0 else float("nan")
+
+
+def _state(window: pd.DataFrame) -> pd.DataFrame:
+    """A window as one state row for predicted_step: pooled tails, mean p, a and core."""
+    row = window[["accuracy", "awareness", "core"]].mean().to_dict()
+    row |= {f"tail_{m}": window_tail(window, m) for m in ("estimate", "compute")}
+    return pd.DataFrame([row])
 
 
 def run_drift(
@@ -165,26 +187,42 @@ def run_drift(
     lr: float,
     grad_clip: float | None,
     fraction: float = 0.2,
+    base: pd.DataFrame | None = None,
 ) -> dict:
-    """One run's measured drifts (first vs last window of steps) and the closed form's SGD
-    prediction lr x sum over steps of E[u] at the first window's state (the base policy's)."""
+    """One run's tails and drifts (module docstring): the last window of `fraction` of the steps
+    against `base` (the base policy's step table, step 0; None: the run's first window), and the
+    closed form's SGD prediction lr x steps x E[u] at the reference state."""
     first, last = _window(steps, fraction)
-    f, la = first.mean(numeric_only=True), last.mean(numeric_only=True)
-    base = first.mean(numeric_only=True).to_frame().T
-    uw, uc = predicted_step(base, dial, group_size, groups)
-    n_steps = len(steps)
+    ref = first if base is None or not len(base) else base
+    tails = {
+        f"tail_{k}_{w}": window_tail(frame, k)
+        for w, frame in (("base", ref), ("first", first), ("last", last))
+        for k in ("estimate", "compute", "wrong", "correct")
+    }
+    te, tc = tails["tail_estimate_last"], tails["tail_compute_last"]
+    te0, tc0 = tails["tail_estimate_base"], tails["tail_compute_base"]
+    d = {
+        "d_wrong": float(log_tail(te) - log_tail(te0)),
+        "d_correct": float(log_tail(tc) - log_tail(tc0)),
+        "d_wrong_tokens": te - te0,
+        "d_correct_tokens": tc - tc0,
+        "d_tail_wrong_resp": tails["tail_wrong_last"] - tails["tail_wrong_base"],
+        "d_tail_correct_resp": tails["tail_correct_last"] - tails["tail_correct_base"],
+    }
+    d["contrast"] = d["d_wrong"] - d["d_correct"]
+    d["contrast_tokens"] = d["d_wrong_tokens"] - d["d_correct_tokens"]
+    d["d_common"] = (d["d_wrong"] + d["d_correct"]) / 2
+    c = d["contrast"]
+    d["takeoff"] = int(np.sign(c)) if np.isfinite(c) and abs(c) > TAKEOFF else 0
+    uw, uc = predicted_step(_state(ref), dial, group_size, groups)
     g = train_steps["grad_norm"].to_numpy(dtype=float) if len(train_steps) else np.array([np.nan])
     g = g[np.isfinite(g)]
-    d_wrong = window_theta(last, "estimate") - window_theta(first, "estimate")
-    d_correct = window_theta(last, "compute") - window_theta(first, "compute")
+    f, la = first.mean(numeric_only=True), last.mean(numeric_only=True)
     return {
-        "d_wrong": d_wrong,
-        "d_correct": d_correct,
-        "contrast": d_wrong - d_correct,
-        "d_tail_wrong_resp": float(la["tail_wrong"] - f["tail_wrong"]),
-        "d_tail_correct_resp": float(la["tail_correct"] - f["tail_correct"]),
-        "pred_wrong": float(lr * n_steps * uw[0]),
-        "pred_correct": float(lr * n_steps * uc[0]),
+        **d,
+        **tails,
+        "pred_wrong": float(lr * len(steps) * uw[0]),
+        "pred_correct": float(lr * len(steps) * uc[0]),
         "u_wrong": float(uw[0]),
         "u_correct": float(uc[0]),
         "grad_norm": float(np.median(g)) if len(g) else float("nan"),
@@ -193,7 +231,44 @@ def run_drift(
         "accuracy": float(steps["accuracy"].mean()),
         "auc_tail_first": float(f["auc_tail"]),
         "auc_tail_last": float(la["auc_tail"]),
+        "truncation_base": float(ref["truncation"].mean()),
+        "truncation_first": float(f["truncation"]),
+        "truncation_last": float(la["truncation"]),
     }
+
+
+# --------------------------------------------------------------------------- over seeds
+
+
+def rank_tests(x) -> dict[str, float]:
+    """Tests over seeds of x's finite values against 0: n_pos, n_neg, the sign test's p
+    (binomial on the nonzero values) and the Wilcoxon signed-rank test's p (NaN without a
+    nonzero value); both two-sided."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    pos, neg = int((x > 0).sum()), int((x < 0).sum())
+    out = {"n_pos": pos, "n_neg": neg, "sign_p": float("nan"), "wilcoxon_p": float("nan")}
+    if pos + neg:
+        out["sign_p"] = float(stats.binomtest(pos, pos + neg, 0.5).pvalue)
+        out["wilcoxon_p"] = float(stats.wilcoxon(x[x != 0]).pvalue)
+    return out
+
+
+def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """Fisher's exact test (two-sided) of k_a of n_a against k_b of n_b; NaN when a side is
+    empty."""
+    if n_a < 1 or n_b < 1:
+        return float("nan")
+    return float(stats.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]]).pvalue)
+
+
+def mann_whitney_p(x, y) -> float:
+    """Mann-Whitney U test (two-sided) of x's finite values against y's; NaN below one each."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if not len(x) or not len(y) or np.ptp(np.r_[x, y]) == 0:
+        return float("nan")
+    return float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
 
 
 def _boot_ratio(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int, level: float) -> tuple:
@@ -211,69 +286,136 @@ def _boot_ratio(x: np.ndarray, y: np.ndarray, n_boot: int, seed: int, level: flo
 
 
 DRIFT_COLUMNS = (
-    "dial n_seeds quantity mean lo hi min max ratio ratio_lo ratio_hi ratio_sgd ratio_adam "
-    "pred_sgd grad_norm clip_share"
+    "dial n_seeds quantity base mean lo hi min max n_pos n_neg sign_p wilcoxon_p n_up n_down "
+    "takeoff_p mwu_p ratio ratio_lo ratio_hi ratio_sgd ratio_snr pred_sgd snr grad_norm "
+    "clip_share truncation_last"
 ).split()
-QUANTITIES = ("d_wrong", "d_correct", "contrast", "d_tail_wrong_resp", "d_tail_correct_resp")
+QUANTITIES = (
+    "contrast", "d_wrong", "d_correct", "d_common", "contrast_tokens", "d_wrong_tokens",
+    "d_correct_tokens", "d_tail_wrong_resp", "d_tail_correct_resp",
+)  # fmt: skip
+_BASE = {  # quantity -> the run column of its base value, and its transform
+    "d_wrong": ("tail_estimate_base", log_tail),
+    "d_correct": ("tail_compute_base", log_tail),
+    "d_wrong_tokens": ("tail_estimate_base", None),
+    "d_correct_tokens": ("tail_compute_base", None),
+    "d_tail_wrong_resp": ("tail_wrong_base", None),
+    "d_tail_correct_resp": ("tail_correct_base", None),
+}
 
 
 def drift_table(
-    runs: pd.DataFrame, reference: str = "grpo", level: float = 0.9, n_boot: int = 2000
+    runs: pd.DataFrame,
+    reference: str = "grpo",
+    null: str | None = "dr_grpo",
+    level: float = 0.9,
+    n_boot: int = 2000,
+    snr: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
-    """Per dial and quantity: the seed mean with its t interval, the measured ratio to the
-    reference dial (bootstrap interval; both at `level`), and the closed form's SGD and
-    Adam-normalized ratios (module docstring; for d_correct from the correct-path prediction,
-    else the wrong path)."""
+    """Per dial and quantity (DRIFT_COLUMNS): the base policy's value (the level the drift
+    starts from: L or tokens), the seed mean with its t interval, the rank tests (`rank_tests`),
+    the take-off counts (runs' `takeoff`) with Fisher's p against the `null` dial's,
+    Mann-Whitney's p and the measured ratio (bootstrap interval) against the `reference` dial,
+    and the predictions: the closed form's SGD ratio, the SNR ratio (`snr`: dial -> the contrast
+    push's signal-to-noise ratio; NaN without), the SGD drift (pred_sgd, theta units); the
+    median gradient norm, the share of clipped steps and the largest last-window truncated share
+    over seeds."""
     if reference not in set(runs["dial"]):
         raise ValueError(
             f"reference dial {reference!r} has no runs; dials: {sorted(set(runs['dial']))}"
         )
     ref = runs[runs["dial"] == reference]
+    nul = runs[runs["dial"] == null] if null is not None else runs.iloc[:0]
+    snr = dict(snr or {})
     rows = []
     for dial, d in runs.groupby("dial", sort=False):
+        up, down = int((d["takeoff"] > 0).sum()), int((d["takeoff"] < 0).sum())
+        takeoff_p = (
+            fisher_p(up, len(d), int((nul["takeoff"] > 0).sum()), len(nul))
+            if len(nul) and dial != null
+            else float("nan")
+        )
         for q in QUANTITIES:
-            m, lo, hi, _, low, high = t_interval(d[q].to_numpy(), level)
-            r, rlo, rhi = _boot_ratio(d[q].to_numpy(), ref[q].to_numpy(), n_boot, 0, level)
-            path = "u_correct" if q == "d_correct" else "u_wrong"
+            x = d[q].to_numpy(dtype=float)
+            s = t_interval(x, level)
+            r, rlo, rhi = _boot_ratio(x, ref[q].to_numpy(dtype=float), n_boot, 0, level)
+            path = "u_correct" if q in ("d_correct", "d_correct_tokens") else "u_wrong"
             u_arm, u_ref = float(d[path].mean()), float(ref[path].mean())
-            g_arm, g_ref = float(d["grad_norm"].median()), float(ref["grad_norm"].median())
-            sgd = u_arm / u_ref if u_ref else float("nan")
+            column, transform = _BASE.get(q, (None, None))
+            base = float(d[column].mean()) if column else float("nan")
             rows.append(
                 {
                     "dial": dial,
                     "n_seeds": len(d),
                     "quantity": q,
-                    "mean": m,
-                    "lo": lo,
-                    "hi": hi,
-                    "min": low,
-                    "max": high,
+                    "base": transform(base) if transform else base,
+                    "mean": s.mean,
+                    "lo": s.lo,
+                    "hi": s.hi,
+                    "min": s.low,
+                    "max": s.high,
+                    **rank_tests(x),
+                    "n_up": up,
+                    "n_down": down,
+                    "takeoff_p": takeoff_p,
+                    "mwu_p": mann_whitney_p(x, ref[q]) if dial != reference else float("nan"),
                     "ratio": r,
                     "ratio_lo": rlo,
                     "ratio_hi": rhi,
-                    "ratio_sgd": sgd,
-                    "ratio_adam": sgd * g_ref / g_arm if g_arm else float("nan"),
+                    "ratio_sgd": u_arm / u_ref if u_ref else float("nan"),
+                    "ratio_snr": snr.get(dial, np.nan) / snr[reference]
+                    if snr.get(reference)
+                    else float("nan"),
                     "pred_sgd": float(
-                        d["pred_correct" if q == "d_correct" else "pred_wrong"].mean()
+                        d["pred_correct" if path == "u_correct" else "pred_wrong"].mean()
                     ),
-                    "grad_norm": g_arm,
+                    "snr": snr.get(dial, float("nan")),
+                    "grad_norm": float(d["grad_norm"].median()),
                     "clip_share": float(d["clip_share"].mean()),
+                    "truncation_last": float(d["truncation_last"].max()),
                 }  # fmt: skip
             )
     return pd.DataFrame(rows, columns=DRIFT_COLUMNS)
 
 
+TRUNCATION_COLUMNS = ("dial", "window", "n_seeds", "mean", "max")
+
+
+def truncation_table(runs: pd.DataFrame, by: tuple[str, ...] = ("dial",)) -> pd.DataFrame:
+    """The truncated share of responses per group of runs (`by`, e.g. dial) and window (base,
+    first, last): mean and largest over seeds."""
+    rows = []
+    for key, d in runs.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        for w in ("base", "first", "last"):
+            x = d[f"truncation_{w}"].to_numpy(dtype=float)
+            rows.append(
+                {**dict(zip(by, key, strict=True)), "window": w, "n_seeds": len(d),
+                 "mean": float(np.mean(x)), "max": float(np.max(x))}
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=[*by, *TRUNCATION_COLUMNS[1:]])
+
+
 DECOMPOSITION_TERMS = ("total", "mix", "within_correct", "within_incorrect")
 
 
-def run_decomposition(responses: pd.DataFrame, fraction: float = 0.2) -> dict:
-    """The length change of one run split into mix / within correct / within incorrect
-    (analysis/decompose.decompose, characters, first vs last window of steps)."""
+def run_decomposition(
+    responses: pd.DataFrame, fraction: float = 0.2, base: pd.DataFrame | None = None
+) -> dict:
+    """The length change of one run in tokens split into mix / within correct / within incorrect
+    (analysis/decompose.decompose): the last window of `fraction` of the steps against `base`
+    (the base policy's responses at step 0), or against the first window when None."""
     from grpo_dial.analysis.decompose import decompose
 
     steps = np.sort(responses["step"].unique())
     n = max(1, int(round(len(steps) * fraction)))
-    terms = decompose(responses, steps[:n], steps[-n:])
+    after = steps[-n:]
+    if base is not None and len(base):
+        cols = [c for c in responses.columns if c in base.columns]
+        frame = pd.concat([base[cols].assign(step=-1), responses[cols]], ignore_index=True)
+        terms = decompose(frame, [-1], after, length="tokens")
+    else:
+        terms = decompose(responses, steps[:n], after, length="tokens")
     return {q: float(terms[q]) for q in DECOMPOSITION_TERMS}
 
 
@@ -288,35 +430,52 @@ def decomposition_table(per_run: pd.DataFrame, level: float = 0.9) -> pd.DataFra
     return pd.DataFrame(rows, columns=["dial", "term", "mean", "lo", "hi", "n_seeds"])
 
 
+def _p(x) -> str:
+    return "n/a" if pd.isna(x) else f"{x:.2g}"
+
+
 def summary_lines(drift: pd.DataFrame, bridge: pd.DataFrame | None = None) -> list[str]:
-    """Markdown lines for summary.md (analysis/summary_text.py may call this): each dial's drift
-    of the mode contrast with its 90 % interval and ratio to GRPO, measured and closed form; the
-    real-model bridge's within-group AUC and push when given."""
+    """Markdown lines for summary.md (analysis/summary_text.py calls this): per dial the drift of
+    the mode contrast in log(1 + tail tokens) and in tokens (90 % over seeds), the sign and
+    Wilcoxon p over seeds, the take-offs with Fisher's p against the null arm, the last window's
+    largest truncated share, and the closed form's SGD and SNR ratios; the real-model bridge's
+    within-group AUC, informative problems and push when given."""
     con = drift[drift["quantity"] == "contrast"]
-    wrong = drift[drift["quantity"] == "d_wrong"].set_index("dial")
-    parts = []
+    tok = drift[drift["quantity"] == "contrast_tokens"].set_index("dial")
+    lines = [
+        "- Aware tail, drift of the mode contrast log(1 + T~) - log(1 + T=) from the base "
+        "policy (step 0) to the last window, 90 % over seeds; sign / Wilcoxon p over seeds; "
+        f"take-offs (|contrast| > {TAKEOFF}) up / down with Fisher's p against the null arm:"
+    ]
     for _, r in con.iterrows():
-        w = wrong.loc[r["dial"]] if r["dial"] in wrong.index else None
-        ratio = "" if w is None else f", ratio {w['ratio']:.2f} (closed form {w['ratio_sgd']:.2f})"
-        cell = over_seeds(
-            r["mean"],
-            r["lo"],
-            r["hi"],
-            r.get("n_seeds"),
-            r.get("min"),
-            r.get("max"),
-            signed,
-            digits=3,
-        )
-        parts.append(f"{r['dial']} {cell}{ratio}")
-    lines = ["- Aware tail, drift of log T~ - log T= (90 % over seeds): " + "; ".join(parts) + "."]
-    if bridge is not None and len(bridge):
-        b = bridge.set_index("quantity")
+        cell = over_seeds(r["mean"], r["lo"], r["hi"], r.get("n_seeds"), r.get("min"),
+                          r.get("max"), signed, digits=2)  # fmt: skip
+        t = tok.loc[r["dial"]] if r["dial"] in tok.index else None
+        tokens = "" if t is None else (
+            ", tokens " + over_seeds(t["mean"], t["lo"], t["hi"], t.get("n_seeds"), t.get("min"),
+                                     t.get("max"), signed, digits=1)
+        )  # fmt: skip
         lines.append(
-            f"- Real model (math_cot_100): within-group AUC of length for being wrong "
-            f"{b.loc['auc', 'value']:.2f} [{b.loc['auc', 'lo']:.2f}, {b.loc['auc', 'hi']:.2f}]; "
-            f"GRPO's 1/|o| pushes wrong answers by {b.loc['pressure_wrong', 'value']:+.0f} "
-            f"[{b.loc['pressure_wrong', 'lo']:+.0f}, {b.loc['pressure_wrong', 'hi']:+.0f}] "
-            "characters per unit advantage."
+            f"  - {r['dial']}: {cell}{tokens}; sign p {_p(r['sign_p'])}, Wilcoxon p "
+            f"{_p(r['wilcoxon_p'])}; take-offs {int(r['n_up'])} / {int(r['n_down'])} of "
+            f"{int(r['n_seeds'])} (Fisher p {_p(r['takeoff_p'])}); truncated at most "
+            f"{100 * r['truncation_last']:.1f} % (last window); closed form / GRPO: SGD "
+            f"{r['ratio_sgd']:.2f}, SNR {r['ratio_snr']:.2f}"
         )
+    if bridge is not None and len(bridge):
+        if "source" not in bridge.columns:
+            bridge = bridge.assign(source="math_cot_100")
+        for source, b in bridge.groupby("source", sort=False):
+            b = b.set_index("quantity")
+            n = b.loc["auc", "n_informative"] if "n_informative" in b.columns else np.nan
+            informative = "" if pd.isna(n) else (
+                f" ({int(n)} informative problems of {int(b.loc['auc', 'n_problems'])})"
+            )  # fmt: skip
+            lines.append(
+                f"- Real samples ({source}): within-group AUC of length for being wrong "
+                f"{b.loc['auc', 'value']:.2f} [{b.loc['auc', 'lo']:.2f}, "
+                f"{b.loc['auc', 'hi']:.2f}]{informative}; GRPO's 1/|o| pushes wrong answers by "
+                f"{b.loc['pressure_wrong', 'value']:+.0f} [{b.loc['pressure_wrong', 'lo']:+.0f}, "
+                f"{b.loc['pressure_wrong', 'hi']:+.0f}] characters per unit advantage."
+            )
     return lines

@@ -17,7 +17,18 @@ G responses, k correct, p = k/G):
              length with the responses' mean (the whole response treated as free tail, c = 1):
              the per-step drift of log E[L] of wrong- and correct-path lengths it predicts.
 
-Intervals: percentile bootstrap over problems (n_boot resamples, level 0.9).
+Intervals: percentile bootstrap over problems (n_boot resamples, level 0.9). Only problems with
+both right and wrong answers ("informative": 0 < k < G) carry the AUC and the push; a unanimous
+problem's advantages are all 0. `n_informative` and `n_pairs` (wrong-right pairs inside a
+problem) say how many stand behind the interval: resampling 100 problems of which 10 are
+informative resamples those 10.
+
+Sources (`bridge_sources`): math_cot_100, 8 samples of one model (Qwen2.5-Math) per MATH problem,
+is the real analogue of a GRPO group. GSM8K's example_model_solutions has 4 solutions per problem
+from four different GPT-3 models (6B and 175B, finetuned and verifier-selected): many more
+informative problems, but its within-group length differences mix the models' styles with any
+length choice of one policy, so it bounds the association from another side rather than
+replicating it.
 
 What this predicts: the direction and the size relative to other normalizers of the artifact's
 push on this model's length policy, IF the policy's length choice carried the association the
@@ -38,7 +49,9 @@ from grpo_dial.analysis.decompose import percentile_interval
 from grpo_dial.analysis.length_pressure import step_pressure
 from grpo_dial.core.length_drift import tail_drift
 
-BRIDGE_COLUMNS = ("quantity", "value", "lo", "hi", "n_problems", "unit")
+BRIDGE_COLUMNS = (
+    "quantity", "value", "lo", "hi", "n_problems", "n_informative", "n_pairs", "unit",
+)  # fmt: skip
 _UNITS = {
     "auc": "AUC", "awareness": "2 AUC - 1", "mean_length": "chars",
     "pressure_wrong": "chars per |A|", "pressure_correct": "chars per |A|",
@@ -109,8 +122,34 @@ def length_bridge(
         new_group = np.repeat(np.arange(len(pick)), [len(members[k]) for k in pick])
         reps.append(_stats(df.iloc[rows].assign(group=new_group), length))
     boot = pd.DataFrame(reps)
+    k = df.groupby("group")["correct"].agg(["sum", "size"])
+    informative = (k["sum"] > 0) & (k["sum"] < k["size"])
+    pairs = int((k["sum"] * (k["size"] - k["sum"])).sum())
     out = []
     for q, v in point.items():
         lo, hi = percentile_interval(boot[q].to_numpy(dtype=float)[:, None], level)
-        out.append((q, v, float(lo[0]), float(hi[0]), len(keys), _UNITS[q]))
+        out.append(
+            (q, v, float(lo[0]), float(hi[0]), len(keys), int(informative.sum()), pairs, _UNITS[q])
+        )
     return pd.DataFrame(out, columns=list(BRIDGE_COLUMNS))
+
+
+def bridge_sources(
+    responses: pd.DataFrame, n_boot: int = 1000, seed: int = 0, level: float = 0.9
+) -> pd.DataFrame:
+    """length_bridge per source present in a real_lengths responses table (math_cot_100 first,
+    then GSM8K), with a `source` column; ValueError when neither is there."""
+    from grpo_dial.analysis.real_lengths import GSM8K, MATH_COT
+
+    parts = [
+        length_bridge(
+            responses[responses["source"] == name], n_boot=n_boot, seed=seed, level=level
+        ).assign(source=name)  # fmt: skip
+        for name in (MATH_COT, GSM8K)
+        if (responses["source"] == name).any()
+    ]
+    if not parts:
+        raise ValueError(
+            f"no {MATH_COT} or {GSM8K} responses (sources: {sorted(set(responses['source']))})"
+        )
+    return pd.concat(parts, ignore_index=True)

@@ -1,8 +1,12 @@
-"""Rule file aware.smk: the aware-tail runs against the closed form (issue 27, analysis/aware.py).
+"""Rule file aware.smk: the aware-tail runs against the closed form (issues 27, 35;
+analysis/aware.py).
 
-`aware_summary` reads every run's responses and steps, and writes the per-step table (tail by mode
-and by correctness, measured awareness, the closed form's per-group update at that state), the
-per-run drifts and the per-dial drift table with predicted ratios. `aware_figure` draws them.
+`aware_base` samples the base policy at step 0 (before any update) and measures its tangent kernel
+of the tail; `aware_summary` reads every run's responses and steps and writes the per-step table,
+the per-run (per-seed) drifts, the per-dial drift table with rank tests and predictions, the
+truncated share per window and the length decomposition in tokens. `aware_figure` draws them.
+The dose-response sweep (`aware_rates`, `aware_sweep_cell`, `aware_dose`, `aware_dose_figure`)
+trains the config's arms at each awareness level in-process (analysis/aware_sweep.py).
 """
 
 from __future__ import annotations
@@ -16,9 +20,68 @@ from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
 
+BASE_ROUNDS = 4  # the base sample: every pool prompt's group of channel.samples, this many times
+
+
+def _threads(params: Mapping) -> None:
+    import torch
+
+    if params.get("threads"):
+        torch.set_num_threads(int(params["threads"]))
+
+
+def _task(spec: Mapping):
+    from grpo_dial.data.tasks import task_from_spec
+
+    return task_from_spec(spec)
+
+
+def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """aware/base_responses.parquet (the base policy's responses at step 0, as a run's responses
+    table), aware/base.csv (their one-row step table and the masked special tokens' mass) and
+    aware/kernel.csv (analysis/aware_sweep.tail_kernel)."""
+    import numpy as np
+    import torch
+
+    from grpo_dial.analysis.aware import step_table
+    from grpo_dial.analysis.aware_sweep import base_responses, special_mass, tail_kernel
+    from grpo_dial.policy.model import load_policy
+    from grpo_dial.stages.policy import base_model_path
+
+    _threads(params)
+    task, settings = _task(params["task"]), params["channel"]
+    model, tokenizer = load_policy(base_model_path(input, params), device=params["device"],
+                                   dtype="float32")  # fmt: skip
+    pool = task.problems("train", params["pool"], params["pool_seed"])[: settings["prompts"]]
+    generator = torch.Generator(device=params["device"]).manual_seed(int(settings["seed"]))
+    rng = np.random.default_rng([int(settings["seed"]), 0x62617365])  # "base"
+    rollouts, table = base_responses(
+        model, tokenizer, task, pool * BASE_ROUNDS, settings["samples"],
+        params["max_new_tokens"], settings["temperature"], generator, rng,
+    )  # fmt: skip
+    base = step_table(table).assign(special_mass=special_mass(model, tokenizer, rollouts))
+    kernel = tail_kernel(model, tokenizer, rollouts)
+    log.info("base policy at step 0:\n%s\ntail kernel:\n%s", base.T.to_string(), kernel)
+    write_table(table, output["responses"])
+    write_table(base, output["base"])
+    write_table(kernel, output["kernel"])
+
+
+def _snr(task_options: Mapping, arms: Mapping, base: pd.DataFrame, train: Mapping) -> dict:
+    """dial -> the contrast push's signal-to-noise ratio at the base state
+    (analysis/aware_sim.push_moments)."""
+    from grpo_dial.analysis.aware_sweep import push_snr
+    from grpo_dial.core.dial import arm_from_fields
+
+    return {
+        d: push_snr(arm_from_fields(fields).dial, task_options, base, train)["snr_contrast"]
+        for d, fields in arms.items()
+    }
+
 
 def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """Tables aware/steps.parquet, aware/runs.csv, aware/drift.csv and aware/decomposition.csv."""
+    """Tables aware/steps.parquet, aware/runs.csv (one row per seed), aware/drift.csv,
+    aware/truncation.csv and aware/decomposition.csv."""
     from grpo_dial.analysis.aware import (
         decomposition_table,
         drift_table,
@@ -26,11 +89,13 @@ def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         run_decomposition,
         run_drift,
         step_table,
+        truncation_table,
     )
     from grpo_dial.core.dial import arm_from_fields
 
     train = params["train"]
     G, M = int(train["group_size"]), int(train["prompts_per_step"])
+    base, base_resp = read_table(input["base"]), read_table(input["base_responses"])
     runs = [(str(d), int(s)) for d, s in params["runs"]]
     all_steps, per_run, terms = [], [], []
     for (d, s), resp, stp in zip(runs, input["responses"], input["steps"], strict=True):
@@ -38,24 +103,31 @@ def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         responses = read_table(resp)
         steps = step_table(responses)
         terms.append(
-            {"dial": d, "seed": s, **run_decomposition(responses, params["window_fraction"])}
-        )
+            {"dial": d, "seed": s,
+             **run_decomposition(responses, params["window_fraction"], base_resp)}
+        )  # fmt: skip
         uw, uc = predicted_step(steps, dial, G, M)
         all_steps.append(steps.assign(dial=d, seed=s, u_wrong=uw, u_correct=uc))
         drift = run_drift(
             steps, read_table(stp), dial, G, M, float(train["lr"]), train.get("grad_clip"),
-            params["window_fraction"],
+            params["window_fraction"], base,
         )  # fmt: skip
         per_run.append({"dial": d, "seed": s, **drift})
     runs_table = pd.DataFrame(per_run)
-    drift = drift_table(runs_table, reference=params["reference"])
+    arms = {d: params["arms"][d] for d in dict.fromkeys(runs_table["dial"])}
+    snr = _snr(params["task"].get("options", {}), arms, base, train)
+    null = params.get("null") if params.get("null") in arms else None
+    drift = drift_table(runs_table, reference=params["reference"], null=null, snr=snr)
     log.info(
-        "aware tail drift (log mean tail, last - first window), 90%% over seeds:\n%s",
-        drift.to_string(index=False, float_format=lambda x: f"{x:.3g}"),
+        "aware tail drift (log(1 + tail), base -> last window), 90%% over seeds:\n%s",
+        drift[drift["quantity"] == "contrast"].to_string(
+            index=False, float_format=lambda x: f"{x:.3g}"
+        ),
     )
     write_table(pd.concat(all_steps, ignore_index=True), output["steps"])
     write_table(runs_table, output["runs"])
     write_table(drift, output["drift"])
+    write_table(truncation_table(runs_table), output["truncation"])
     write_table(decomposition_table(pd.DataFrame(terms)), output["decomposition"])
 
 
@@ -66,22 +138,113 @@ def aware_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.figures.aware import decomposition_figure
 
     steps, drift = read_table(input["steps"]), read_table(input["drift"])
-    fig = draw(steps, drift, params["reference"], names=ARM_NAMES)
+    fig = draw(steps, drift, read_table(input["base"]), params["reference"], names=ARM_NAMES,
+               runs=read_table(input["runs"]))  # fmt: skip
     save(fig, output["png"], output["pdf"])
     fig = decomposition_figure(read_table(input["decomposition"]), names=ARM_NAMES)
     save(fig, output["decomposition_png"])
 
 
 def aware_bridge(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """aware/bridge.csv: analysis/aware_bridge.length_bridge on the math_cot_100 responses (8
-    samples of one model per problem; the GSM8K log's 4 solutions come from different models)."""
-    from grpo_dial.analysis.aware_bridge import length_bridge
-    from grpo_dial.analysis.real_lengths import MATH_COT
+    """aware/bridge.csv: analysis/aware_bridge.length_bridge on every source of several samples
+    of one model per problem: math_cot_100 (8 Qwen2.5-Math samples per MATH problem) and, when
+    present, the GSM8K log (4 solutions per problem, scored against the reference)."""
+    from grpo_dial.analysis.aware_bridge import bridge_sources
 
     responses = read_table(input["responses"])
-    responses = responses[responses["source"] == MATH_COT]
-    if responses.empty:
-        raise ValueError(f"no {MATH_COT} responses in {input['responses']}")
-    table = length_bridge(responses, n_boot=int(params["n_boot"]), seed=int(params["seed"]))
-    log.info("GRPO's 1/|o| push on %s lengths:\n%s", MATH_COT, table.to_string(index=False))
-    write_table(table.assign(source=MATH_COT), output["bridge"])
+    table = bridge_sources(responses, n_boot=int(params["n_boot"]), seed=int(params["seed"]))
+    log.info("GRPO's 1/|o| push on real samples' lengths:\n%s", table.to_string(index=False))
+    write_table(table, output["bridge"])
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """aware_sweep/rates.csv: the SGD learning rate at which the closed form, carried through
+    the base policy's tail kernel, moves the reference arm's contrast by SGD_TARGET over the run
+    at the reference awareness level, and AdamW's rate from the kernel's L1 norm
+    (analysis/aware_sweep.sgd_rate)."""
+    from grpo_dial.analysis.aware_sweep import sgd_rate
+    from grpo_dial.core.dial import arm_from_fields
+
+    dial = arm_from_fields(params["arms"][params["reference"]]).dial
+    table = sgd_rate(
+        dial, read_table(input["base"]), read_table(input["kernel"]), params["train"],
+        params["task"].get("options", {}),
+    )  # fmt: skip
+    log.info("SGD rate of the sweep:\n%s", table.to_string(index=False))
+    write_table(table, output["rate"])
+
+
+def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """aware_sweep/{optimizer}/{level}/{dial}.parquet: every seed of one arm trained at one
+    awareness level with one optimizer, in this one process (analysis/aware_sweep.train_cell);
+    params frozen: the tail-frozen control (the arm's sampling, learning rate 0)."""
+    from grpo_dial.analysis.aware_sweep import LEVELS, train_cell
+    from grpo_dial.core.dial import arm_from_fields
+    from grpo_dial.stages.policy import base_model_path
+
+    _threads(params)
+    train = dict(params["train"])
+    rates = read_table(input["rate"]).iloc[0]
+    train["lr"] = float(rates["lr"] if params["optimizer"] == "sgd" else rates["lr_adam"])
+    train["optimizer"] = params["optimizer"]
+    compute, estimate = LEVELS[params["level"]]
+    options = {**params["task"].get("options", {}), "compute_accuracy": compute,
+               "estimate_accuracy": estimate}  # fmt: skip
+    table = train_cell(
+        base_model_path(input, params), {**params["task"], "options": options},
+        arm_from_fields(params["arm"]), train, params["seeds"], params["pool"],
+        params["pool_seed"], params["device"], frozen=bool(params.get("frozen", False)),
+    )  # fmt: skip
+    write_table(
+        table.assign(level=params["level"], optimizer=params["optimizer"], dial=params["dial"]),
+        output["steps"],
+    )
+
+
+def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """aware_sweep/runs.csv (per seed), aware_sweep/dose.csv (per optimizer, level, arm and
+    quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
+    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial."""
+    from grpo_dial.analysis.aware import truncation_table
+    from grpo_dial.analysis.aware_sweep import (
+        FROZEN,
+        dose_fit,
+        dose_markdown,
+        dose_table,
+        sweep_runs,
+    )
+
+    paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
+    cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
+    rates = read_table(input["rate"]).iloc[0]
+    arms = {**params["arms"], FROZEN: params["arms"][params["reference"]]}
+    runs = sweep_runs(
+        cells, read_table(input["base"]), read_table(input["kernel"]), float(rates["lr"]),
+        arms, {**params["train"], "lr": float(rates["lr_adam"])},
+        params["task"].get("options", {}), params["window_fraction"],
+    )  # fmt: skip
+    dose = dose_table(runs)
+    log.info("dose-response:\n%s", dose.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    write_table(runs, output["runs"])
+    write_table(dose, output["dose"])
+    fit = dose_fit(dose)
+    write_table(fit, output["fit"])
+    write_table(truncation_table(runs, by=("optimizer", "level", "dial")), output["truncation"])
+    if "summary" in output.keys():
+        seeds = sorted(set(runs["seed"]))
+        source = (f"aware_sweep/dose.csv and fit.csv, seeds {seeds[0]}-{seeds[-1]}, "
+                  f"{int(params['train']['steps'])} steps")  # fmt: skip
+        with open(output["summary"], "w") as f:
+            f.write(dose_markdown(dose, fit, source))
+
+
+def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.figures import save
+    from grpo_dial.figures.aware import dose_figure
+
+    fig = dose_figure(read_table(input["dose"]), read_table(input["fit"]), names=ARM_NAMES)
+    save(fig, output["png"], output["pdf"])

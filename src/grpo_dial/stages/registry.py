@@ -50,9 +50,15 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "import_run": "external.import_run",
     "diagnose_run": "external.diagnose_run",
     "external_figure": "external.external_figure",
+    "aware_base": "aware.aware_base",
     "aware_summary": "aware.aware_summary",
     "aware_figure": "aware.aware_figure",
     "aware_bridge": "aware.aware_bridge",
+    "aware_rates": "aware.aware_rates",
+    "aware_sweep_cell": "aware.aware_sweep_cell",
+    "aware_frozen_cell": "aware.aware_sweep_cell",  # the tail-frozen control (params frozen)
+    "aware_dose": "aware.aware_dose",
+    "aware_dose_figure": "aware.aware_dose_figure",
 }
 
 

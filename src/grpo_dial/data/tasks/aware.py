@@ -23,7 +23,11 @@ drift is exactly 0 under every normalizer).
 
 Verification: correct iff finished, the mode is "=" or "~" and the len(reference) characters
 after it equal the reference; nothing after them is read. A response cut at the length limit is
-wrong (every task's rule): size max_new_tokens well above the longest tail you expect.
+wrong (every task's rule), unless score_truncated: then the forced core alone decides, finished or
+not (the verdict still flags it truncated). The rule matters here: the core is forced, so a cut
+response holds its answer, and scoring it wrong makes the tail's length decide correctness, and
+decide it by mode: a cut "=" response (right 80 %) loses more reward than a cut "~" one (right
+20 %), a push on the compute tail alone that no normalizer's closed form contains.
 Length split: work = the core's characters, redundant = the tail's.
 """
 
@@ -87,12 +91,19 @@ class AwareTask:
     tail_mean: float = _opt(
         3.0, "Mean of the demonstrations' geometric tail length T (characters after the answer)."
     )
+    score_truncated: bool = _opt(
+        False,
+        "Score a response cut at max_new_tokens by its forced core (true) instead of as wrong "
+        "(every task's rule): the generation cap then cannot decide correctness.",
+    )
 
     def __post_init__(self) -> None:
         for name in ("estimate_rate", "compute_accuracy", "estimate_accuracy"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
+        if not isinstance(self.score_truncated, bool):
+            raise ValueError(f"score_truncated must be true or false, got {self.score_truncated!r}")
         t = self.tail_mean
         if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 64:
             raise ValueError(f"tail_mean must be a number in [0, 64], got {t!r}")
@@ -168,14 +179,14 @@ class AwareTask:
         return Core(mode, response[1 : 1 + width], response[1 + width :])
 
     def verify(self, problem: Problem, response: str, finished: bool) -> Verdict:
-        """correct iff finished, a mode opens it and the answer equals the reference; the tail
-        is never read."""
+        """correct iff finished (or score_truncated), a mode opens it and the answer equals the
+        reference; the tail is never read."""
         core = self.read(problem, response)
-        if not finished:
+        if not finished and not self.score_truncated:
             return Verdict(correct=False, truncated=True, answer=None)
         if core.mode is None or not (core.answer.isascii() and core.answer.isdigit()):
-            return Verdict(correct=False, truncated=False, answer=None)
-        return Verdict(core.answer == problem.reference, False, core.answer)
+            return Verdict(correct=False, truncated=not finished, answer=None)
+        return Verdict(core.answer == problem.reference, not finished, core.answer)
 
     def length_split(self, problem: Problem, response: str) -> LengthSplit:
         """work = the core's characters, redundant = the tail's."""

@@ -10,6 +10,16 @@ rows leave the decode batch; Llama models decode through `lean_llama` (the same 
 the generic forward's overhead), and a decode asked to `record` keeps its projection outputs
 (`activation_record`) for the log-prob forward of the same weights.
 
+Special tokens (`banned_ids`): the tokenizer's pad, bos and unk tokens are never drawn (their
+logits are set to -inf before the draw) unless one of them also ends a response. A response is
+text the policy writes; a pad, bos or unk token inside it is no character of any answer, and a
+character-level policy that emits them writes five printed characters per token ("<pad>"). The
+draw is argmax(p / q) over every vocabulary entry with the same Exp(1) noise q, so masking only
+renormalizes the allowed tokens' probabilities: a draw that was not a banned token is unchanged.
+The log-probs of the update (rollout/logprobs.py) are the unmasked policy's; the banned tokens'
+mass is what they differ by (about 0.35 % per token on the aware task's warm-started policy,
+aware/base.csv).
+
 All randomness comes from the `generator` passed in: the same generator state, model, inputs and
 generation_batch give the same rollouts (on the same device and thread count).
 """
@@ -39,6 +49,14 @@ def eos_ids(model: torch.nn.Module, tokenizer) -> list[int]:
     if not ids:
         raise ValueError("the tokenizer has no eos token: responses could never finish")
     return sorted(int(i) for i in ids)
+
+
+def banned_ids(tokenizer, eos: list[int]) -> list[int]:
+    """The ids the sampler never draws: the tokenizer's pad, bos and unk tokens, less any id in
+    `eos` (a tokenizer whose pad falls back to eos still ends responses with it)."""
+    ids = {getattr(tokenizer, f"{k}_token_id", None) for k in ("pad", "bos", "unk")}
+    ids.discard(None)
+    return sorted(int(i) for i in ids - set(eos))
 
 
 def _encode_prompts(tokenizer, texts: list[str]) -> list[list[int]]:
@@ -115,7 +133,9 @@ def generate_groups(
     if pad is None:
         raise ValueError("the tokenizer has no pad token (load_policy falls back to eos)")
     device = next(model.parameters()).device
-    eos = torch.tensor(eos_ids(model, tokenizer), device=device)
+    eos_list = eos_ids(model, tokenizer)
+    eos = torch.tensor(eos_list, device=device)
+    banned = torch.tensor(banned_ids(tokenizer, eos_list), dtype=torch.long, device=device)
 
     encoded = _encode_prompts(tokenizer, texts)
     width = max(len(ids) for ids in encoded)
@@ -158,6 +178,7 @@ def generate_groups(
                     _decode(
                         model, sub[:, first:], sub_mask[:, first:], sizes, max_new_tokens,
                         temperature, generator, eos, pad, part_buffers, check_every, part_forced,
+                        banned,
                     )  # fmt: skip
                 )
     finally:
@@ -223,11 +244,21 @@ def _group_counts(group_size: int | Sequence[int], m: int) -> Tensor:
 COMPACT_AT = 0.125  # drop finished rows once this fraction of the decode rows has finished
 
 
-def _next_tokens(logits: Tensor, temperature: float, generator, rows: Tensor, n: int) -> Tensor:
-    """Next token of decode rows `rows` (of the call's n) from logits (R, V).
+def _next_tokens(
+    logits: Tensor,
+    temperature: float,
+    generator,
+    rows: Tensor,
+    n: int,
+    banned: Tensor | None = None,
+) -> Tensor:
+    """Next token of decode rows `rows` (of the call's n) from logits (R, V), never one of the
+    ids `banned` (K,) (module docstring).
 
     argmax(p / q), q ~ Exp(1): torch.multinomial's own one-sample algorithm, with q drawn for all
     n rows of the call so a row's draw does not depend on which rows have left the batch."""
+    if banned is not None and banned.numel():
+        logits = logits.index_fill(-1, banned, float("-inf"))  # (R, V)
     if temperature == 0:
         return logits.argmax(-1)  # (R,)
     probs = torch.softmax(logits.float() / temperature, dim=-1)  # (R, V)
@@ -240,7 +271,7 @@ def _next_tokens(logits: Tensor, temperature: float, generator, rows: Tensor, n:
 
 def _decode(
     model, prompt, p_mask, counts, max_new_tokens, temperature, generator, eos, pad, buffers=None,
-    check_every=1, forced=None,
+    check_every=1, forced=None, banned=None,
 ):  # fmt: skip
     """The sampling loop over M distinct prompts (M, P), prompt j sampled counts[j] times.
 
@@ -256,7 +287,8 @@ def _decode(
     own forward and cache. buffers (lean only): `activation_record.record_buffers` of these N
     rows, written at each forwarded position until the first rows leave the batch (per-row
     writes would cost the decode more than the reuse saves); then a 4th value: the positions
-    written. forced: (ids (N, F), lengths (N,)) written in place of the first draws."""
+    written. forced: (ids (N, F), lengths (N,)) written in place of the first draws. banned: (K,)
+    ids never drawn (`banned_ids`)."""
     device = prompt.device
     n = int(counts.sum())
     keep = {"logits_to_keep": 1} if accepts(model, "logits_to_keep") else {}
@@ -296,7 +328,7 @@ def _decode(
     bad = torch.zeros((), dtype=torch.bool, device=device)  # any non-finite logits so far
     for t in range(max_new_tokens):
         bad |= ~torch.isfinite(logits.amax(-1)).all()  # NaN, +inf or all -inf; no sync
-        tok = _next_tokens(logits, temperature, generator, rows, n)  # (R,)
+        tok = _next_tokens(logits, temperature, generator, rows, n, banned)  # (R,)
         if forced is not None and t < forced[0].shape[1]:  # the task's prefix, not the draw
             tok = torch.where(t < forced[1][rows], forced[0][rows, t], tok)  # (R,)
         tok = torch.where(alive, tok, pad)  # (R,)
