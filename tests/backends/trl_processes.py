@@ -5,7 +5,8 @@ Completions are a fixed function of (prompt, its occurrence in the group), not s
 process and N processes train on the same batch; SGD (the update is lr x the gradient) so the
 update compares gradients, which AdamW's first step (~lr sign g) would hide. Each rank writes
 rank<r>.json (num_items_in_batch, its tokens, loss, processes); rank 0 writes update.pt, the
-parameters' change theta' - theta."""
+parameters' change theta' - theta. `assert_same_step` compares a run of N processes with one
+(tests/backends/test_trl_processes.py, tests/cluster/test_trl_tasks.py)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,35 @@ def main(base: str, out: str, dial_name: str) -> None:
         after = trainer.accelerator.unwrap_model(trainer.model).named_parameters()
         update = {n: (p.detach() - before[n]) for n, p in after}
         torch.save(update, Path(out) / "update.pt")
+
+
+def assert_same_step(one: str | Path, many: str | Path, processes: int = 2) -> None:
+    """The run in `many` (`processes` ranks over gloo) took the one-process run's step in `one`:
+    the same global token count num_items_in_batch on every rank, whose token counts split it;
+    DAPO's normalizer (rank r divides its token sum by num_items_in_batch / N, DDP averages: the
+    token mean over the batch), so the ranks' mean loss is the one process's; the same update to
+    float tolerance."""
+    import pytest
+
+    (single,) = json.loads(Path(one, "rank0.json").read_text())["steps"]
+    ranks = [json.loads(Path(many, f"rank{r}.json").read_text()) for r in range(processes)]
+    assert [r["processes"] for r in ranks] == [processes] * processes
+    assert {r["backend"] for r in ranks} == {"gloo"}
+    shares = [r["steps"][0] for r in ranks]  # one optimizer step each
+    rows = single["rows"]
+    assert [s["rows"] for s in shares] == [rows // processes] * processes
+    tokens = single["tokens"]
+    assert single["num_items_in_batch"] == tokens > 0
+    assert [s["num_items_in_batch"] for s in shares] == [tokens] * processes
+    assert sum(s["tokens"] for s in shares) == tokens
+    assert sum(s["loss"] for s in shares) / processes == pytest.approx(single["loss"], abs=1e-6)
+    assert abs(single["loss"]) > 1e-3  # a batch with a gradient to compare
+    a = torch.load(Path(one, "update.pt"))
+    b = torch.load(Path(many, "update.pt"))
+    assert a.keys() == b.keys()
+    assert max(float(v.abs().max()) for v in a.values()) > 1e-3
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], atol=1e-6, rtol=1e-4, msg=name)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,29 @@
 """How a trl-backend train job runs: in the job's own process, or under `accelerate launch`.
 
-On the CPU, and on one GPU, the job calls grpo_dial.backends.trl.run.trl_train in its own
-process. With train.trl.gpus = N > 1 on CUDA it writes the job's arguments to
-`<checkpoint_dir>/trl_job.json` and runs
+On one GPU, and on the CPU with train.trl.processes 1, the job calls
+grpo_dial.backends.trl.run.trl_train in its own process. Otherwise it writes the job's arguments
+to `<checkpoint_dir>/trl_job.json` and runs, with train.trl.gpus = N > 1 on CUDA,
 
     accelerate launch --num_processes N [--config_file <train.trl.accelerate_config>]
         -m grpo_dial.backends.trl.launch <checkpoint_dir>/trl_job.json
 
 (the shipped config/accelerate/zero2.yaml, zero3.yaml: DeepSpeed ZeRO-2 / ZeRO-3), one process
-per GPU, each on cuda:<LOCAL_RANK>. `launch_command` is the same line as text, standard library
-only, for the rule's message at DAG build.
+per GPU, each on cuda:<LOCAL_RANK>; with train.trl.processes = N > 1 on the CPU
+
+    accelerate launch --multi_gpu --num_processes N --num_machines 1 --mixed_precision no
+        --dynamo_backend no -m grpo_dial.backends.trl.launch <checkpoint_dir>/trl_job.json
+
+N CPU processes over torch.distributed's gloo (TRL's use_cpu; accelerate's --cpu would start
+one), each with the job's threads / N torch threads. `launch_command` is the line as text,
+standard library only, for the rule's message at DAG build; the job adds a free
+--main_process_port, so jobs on one machine do not share a rendezvous.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -29,12 +37,19 @@ JOB = "trl_job.json"
 
 def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB}") -> str:
     """The command a TRL job runs (text); 'in process' when it needs no launcher."""
-    gpus = int(trl.get("gpus", 1))
-    if not str(device).startswith("cuda") or gpus <= 1:
-        return "in process"
-    parts = ["accelerate launch", f"--num_processes {gpus}"]
-    if trl.get("accelerate_config"):
-        parts.append(f"--config_file {trl['accelerate_config']}")
+    if str(device).startswith("cuda"):
+        gpus = int(trl.get("gpus", 1))
+        if gpus <= 1:
+            return "in process"
+        parts = ["accelerate launch", f"--num_processes {gpus}"]
+        if trl.get("accelerate_config"):
+            parts.append(f"--config_file {trl['accelerate_config']}")
+    else:
+        processes = int(trl.get("processes", 1))
+        if processes <= 1:
+            return "in process"
+        parts = ["accelerate launch --multi_gpu", f"--num_processes {processes}",
+                 "--num_machines 1 --mixed_precision no --dynamo_backend no"]  # fmt: skip
     return " ".join([*parts, f"-m grpo_dial.backends.trl.launch {job}"])
 
 
@@ -52,7 +67,10 @@ def job_note(name: str, backend: str, train: Mapping, device: str) -> str | None
     if backend != "trl":
         return None
     gpus = job_gpus(backend, train, device)
+    processes = int(train.get("trl", {}).get("processes", 1))
     where = f"{gpus} GPU{'s' if gpus > 1 else ''} (gpu={gpus})" if gpus else "the CPU"
+    if not gpus and processes > 1:
+        where = f"{processes} CPU processes (gloo)"
     seeds = ", ".join(map(str, train.get("seeds", [])))
     return (
         f"train {name} seeds {seeds}: TRL GRPOTrainer on {where}, "
@@ -61,14 +79,16 @@ def job_note(name: str, backend: str, train: Mapping, device: str) -> str | None
 
 
 def train(job: Job) -> None:
-    """The trl backend of one train job (grpo_dial.backends.train_arm): in this process on the
-    CPU and on one GPU, else one accelerate process per GPU reading the job's file."""
+    """The trl backend of one train job (grpo_dial.backends.train_arm): in this process on one
+    GPU and on the CPU by default, else one accelerate process per GPU or CPU process, each
+    reading the job's file."""
     from grpo_dial.backends.trl.run import trl_train
     from grpo_dial.data.tasks import task_from_spec
 
     trl = dict(job.launch)
     checkpoint_dir = Path(job.checkpoint_dir)
-    if not str(job.config.device).startswith("cuda") or int(trl.get("gpus", 1)) <= 1:
+    device = str(job.config.device)
+    if launch_command(trl, device) == "in process":
         return trl_train(
             job.base, task_from_spec(job.task), job.arm.dial, job.config, dict(job.outputs),
             checkpoint_dir, job.pass_rates, trl,
@@ -82,14 +102,24 @@ def train(job: Job) -> None:
     }  # fmt: skip
     path.write_text(json.dumps(spec, default=list), encoding="utf-8")
     exe = Path(sys.executable).with_name("accelerate")
-    cmd = [str(exe), *launch_command(trl, "cuda", str(path)).split()[1:]]
-    done = subprocess.run(cmd, check=False)
+    with socket.socket() as s:  # a free port for this job's rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [str(exe), *launch_command(trl, device, str(path)).split()[1:]]
+    cmd[2:2] = ["--main_process_port", str(port)]  # after `launch`
+    env = dict(os.environ)
+    if not device.startswith("cuda"):  # the job's threads shared by its processes
+        import torch
+
+        per = max(1, torch.get_num_threads() // int(trl.get("processes", 1)))
+        env["OMP_NUM_THREADS"] = str(per)
+    done = subprocess.run(cmd, check=False, env=env)
     if done.returncode != 0:
         raise ValueError(f"accelerate launch exited with {done.returncode}: {' '.join(cmd)}")
 
 
 def _main(job: str) -> None:
-    """One accelerate process: the job file's run on cuda:<LOCAL_RANK>."""
+    """One accelerate process: the job file's run on cuda:<LOCAL_RANK>, or on the CPU."""
     from dataclasses import replace
 
     from grpo_dial.backends.trl.run import trl_train
@@ -101,7 +131,9 @@ def _main(job: str) -> None:
     fields = dict(spec["config"])
     fields["allocation"] = Allocation(**fields["allocation"])
     fields["betas"] = tuple(fields["betas"])
-    config = replace(TrainConfig(**fields), device=f"cuda:{os.environ.get('LOCAL_RANK', '0')}")
+    config = TrainConfig(**fields)
+    if str(config.device).startswith("cuda"):
+        config = replace(config, device=f"cuda:{os.environ.get('LOCAL_RANK', '0')}")
     pass_rates = None
     if spec["passrates"]:
         from grpo_dial.passrates.tables import read_passrates
