@@ -43,6 +43,11 @@ SAME_OPERATION = {
     "grpo_passk": "no: only a group's unique best response moves",
     "reinforce_pp": "no: a batch baseline, silent groups move (by -mu/sd)",
 }
+# the estimators whose advantage is Dr. GRPO's times one constant per batch (at one G per batch);
+# reinforce_pp_baseline_response: the REINFORCE++ baseline whitened over responses
+EXACT_RESCALINGS = frozenset(
+    {"dr_grpo", "rloo", "batch_std", "gpg", "gpg_paper", "reinforce_pp_baseline_response"}
+)
 
 
 def estimator_mass(
