@@ -27,7 +27,8 @@ ARM_NAMES = {  # arm key -> its name in the docs, the summary and every figure
     "lambda_pos": "lambda fixed +1",
     "lambda_neg": "lambda fixed -1",
     "gpg_paper": "GPG, the paper's M",  # core.estimator_mass's curves that are no preset
-    "reinforce_pp_baseline_response": "REINFORCE++ baseline, whitened over responses",
+    "reinforce_pp_baseline_response": "REINFORCE++ baseline, per response",
+    "opo_constant": "OPO, constant normalizer",
 }
 
 
