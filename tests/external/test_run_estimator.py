@@ -78,6 +78,7 @@ def test_verl_hydra_config_is_rloo_with_gspo_ratio(tmp_path):
          "verl: GPG;"),
         ("deepspeed --module openrlhf.cli.train_ppo_ray --advantage_estimator reinforce_baseline "
          "--eps_clip 0.2", "openrlhf: REINFORCE++ baseline;"),
+        ("algorithm.adv_estimator=gdpo", "verl: GDPO (one reward) with length_norm changed"),
         ("algorithm.adv_estimator=remax", "verl: adv_estimator='remax' (verl) has no dial setting"),
         ("loss_type: cispo", "trl: loss_type='cispo' (TRL) has no dial setting"),
         ("hello", "no engine option found in the run's files"),

@@ -15,8 +15,8 @@ Mapping. The engine is the one whose keys were found (`format` breaks a tie). Op
 do not state take the engine's default (TRL 1.16: scale_rewards 'group', loss_type 'dapo',
 importance_sampling_level 'token', epsilon 0.2; verl 0.9.1: loss_agg_mode 'token-mean',
 norm_adv_by_std_in_grpo true, policy loss 'vanilla'), and the table says which were defaults.
-An option value with no dial setting (TRL's cispo / sapo / vespo losses, verl's gae / remax /
-gdpo estimators, a policy loss other than vanilla / gspo) is named, and no dial is built.
+An option value with no dial setting (TRL's cispo / sapo / vespo losses, verl's gae / remax
+estimators, a policy loss other than vanilla / gspo) is named, and no dial is built.
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ VERL_ESTIMATORS = {  # adv_estimator -> dial fields (docs/estimators.md)
     "gpg": {"preset": "gpg", "singleton": "reward"},
     "reinforce_plus_plus_baseline": {"preset": "reinforce_pp_baseline", "singleton": "reward"},
     "reinforce_plus_plus": {"preset": "reinforce_pp"},
+    "gdpo": {"preset": "gdpo"},  # with one reward component (gdpo_reward_keys unset)
 }
 VERL_AGG = {"token-mean": "token", "token-sum": "sum", "seq-mean-token-sum": "sequence_sum",
             "seq-mean-token-mean": "sequence", "seq-mean-token-sum-norm": "constant"}  # fmt: skip
