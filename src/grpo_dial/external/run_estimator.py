@@ -130,8 +130,7 @@ def _trl(o: Mapping[str, str]) -> tuple[dict, dict[str, str], str | None]:
     else:
         return entry, said, f"scale_rewards={o['scale_rewards']!r} is not a TRL value"
     loss = o["loss_type"].lower()
-    norms = {"grpo": "sequence", "dapo": "token", "dr_grpo": "constant", "bnpo": "bnpo",
-             "luspo": "sequence_sum"}  # fmt: skip
+    norms = TRL_LOSS_NORMS
     if loss not in norms:
         return entry, said, f"loss_type={loss!r} (TRL) has no dial setting"
     entry["length_norm"] = norms[loss]
@@ -156,6 +155,11 @@ def _trl(o: Mapping[str, str]) -> tuple[dict, dict[str, str], str | None]:
     return entry, said, None
 
 
+# TRL loss_type -> length_norm (pairs, not a table of arm names: the keys are TRL's values)
+TRL_LOSS_NORMS = dict(
+    zip(("grpo", "dapo", "dr_grpo", "bnpo", "luspo"),
+        ("sequence", "token", "constant", "bnpo", "sequence_sum"), strict=True)
+)  # fmt: skip
 VERL_ESTIMATORS = {  # adv_estimator -> dial fields (docs/estimators.md)
     "grpo": {"std_ddof": 1, "eps": 1e-6, "singleton": "reward"},
     "grpo_vectorized": {"std_ddof": 1, "eps": 1e-6, "singleton": "reward"},
