@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom
 
+from grpo_dial.analysis.arms import ENGINE_ARMS, SIMULATION_DEFAULT
 from grpo_dial.analysis.simulate import (
-    ARMS,
     SimulationConfig,
     _streams,
     arm_dial,
@@ -48,8 +48,8 @@ def small_run() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_tables_shape_and_columns(small_run):
     steps, prompts = small_run
-    assert len(steps) == len(ARMS) * SMALL.steps
-    assert len(prompts) == len(ARMS) * SMALL.n_prompts
+    assert len(steps) == len(SIMULATION_DEFAULT) * SMALL.steps
+    assert len(prompts) == len(SIMULATION_DEFAULT) * SMALL.n_prompts
     required = {"arm", "step", "mean_p", "silent_fraction", "all_correct_fraction",
                 "all_wrong_fraction", "expected_silent_fraction", "samples", "cumulative_samples",
                 "extreme_mass_share", "mean_abs_update"}  # fmt: skip
@@ -83,7 +83,7 @@ def _loop_update(r: np.ndarray, p: np.ndarray, std_power: float, eps: float) -> 
     g=st.integers(1, 9),
     j=st.integers(1, 12),
     seed=st.integers(0, 2**31 - 1),
-    arm=st.sampled_from([a for a in ARMS if not a.startswith("hadw")]),
+    arm=st.sampled_from([a for a in SIMULATION_DEFAULT if not a.startswith("hadw")]),
 )
 def test_step_update_matches_loop_and_identity(g, j, seed, arm):
     rng = np.random.default_rng(seed)
@@ -98,6 +98,60 @@ def test_step_update_matches_loop_and_identity(g, j, seed, arm):
     sigma = np.sqrt(k * (g - k)) / g
     np.testing.assert_allclose(got, sigma ** (2 - dial.std_power), atol=1e-6)
     assert got[0] == 0.0
+
+
+def _engine_reference(arm: str, r: np.ndarray, p: np.ndarray, eps: float) -> np.ndarray:
+    """(J,) (1/G) sum_i A_i (r_i - p_j) from each engine estimator's formula, in numpy, at the
+    simulation's population std and eps (a response is one token)."""
+    x = r.astype(float)  # (J, G)
+    j, g = x.shape
+    a = x - x.mean(1, keepdims=True)  # Dr. GRPO's advantage
+    if arm == "rloo":
+        a = a * g / (g - 1)
+    elif arm == "batch_std":
+        a = a / (x.std() + eps)
+    elif arm == "gpg":
+        a = a * x.size / max(int((x != 0).sum()), 1)
+    elif arm == "reinforce_pp_baseline":
+        a = (a - a.mean()) / np.sqrt(((a - a.mean()) ** 2).mean() + 1e-8)
+    elif arm == "reinforce_pp":
+        a = (x - x.mean()) / np.sqrt(x.var() + 1e-8)
+    elif arm == "grpo_passk":
+        lone = (x.sum(1, keepdims=True) == 1) & (x == 1)  # the unique correct response
+        a = lone / (np.sqrt(g - 1) / g + eps)
+    return (a * (x - p[:, None])).mean(1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    g=st.integers(2, 9),
+    j=st.integers(1, 12),
+    seed=st.integers(0, 2**31 - 1),
+    arm=st.sampled_from(ENGINE_ARMS),
+)
+def test_engine_arms_step_update_matches_their_formulas(g, j, seed, arm):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.01, 0.99, j)
+    r = rng.random((j, g)) < p[:, None]
+    r[0] = True  # a silent group: only REINFORCE++ (no baseline) moves it
+    got = step_update(r, p, arm_dial(arm, SMALL))
+    np.testing.assert_allclose(got, _engine_reference(arm, r, p, SMALL.eps), atol=1e-12)
+    assert (got >= -1e-15).all()  # every update still raises p (module docstring)
+    if arm != "reinforce_pp":  # whitened, a silent group moves by -mu/sd, mu = 0 up to rounding
+        assert abs(got[0]) < 1e-12 and (arm == "reinforce_pp_baseline" or got[0] == 0.0)
+
+
+def test_engine_arms_run_and_rank_by_step_size():
+    """RLOO is Dr. GRPO at G/(G-1) x the step: at lr x (G-1)/G it is Dr. GRPO's run exactly;
+    OPO with one-token responses is Dr. GRPO."""
+    pool = _initial_p(200)
+    config = SimulationConfig(n_prompts=200, steps=10, arms=("dr_grpo", "opo", "rloo"))
+    steps, prompts = simulate(pool, config)
+    final = prompts.pivot(index="prompt", columns="arm", values="final_p")
+    np.testing.assert_array_equal(final["opo"], final["dr_grpo"])
+    assert (final["rloo"] >= final["dr_grpo"]).all() and (final["rloo"] > final["dr_grpo"]).any()
+    slow = simulate(pool, replace(config, arms=("rloo",), lr=config.lr * 7 / 8))[1]
+    np.testing.assert_allclose(slow["final_p"], final["dr_grpo"], rtol=1e-12)
 
 
 def _loop_hadw(
@@ -284,7 +338,7 @@ def test_hardest_quartile_improves_and_grpo_beats_dr_grpo_there(small_run):
 def test_summarize(small_run):
     steps, prompts = small_run
     summary = summarize(steps, prompts).set_index("arm")
-    assert list(summary.index) == list(ARMS)
+    assert list(summary.index) == list(SIMULATION_DEFAULT)
     for arm, d in steps.groupby("arm"):
         m, f = d["silent_fraction"].to_numpy(), d["expected_silent_fraction"].to_numpy()
         r2 = 1 - ((m - f) ** 2).sum() / ((m - m.mean()) ** 2).sum()

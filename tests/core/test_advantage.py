@@ -455,6 +455,13 @@ PRESET_VALUES = {  # written out, not read from PRESETS
     "grpo_passk": {"baseline": "pass_at_k", "std_power": 1.0, "std_ddof": 1},  # verl
     "reinforce_pp": {"baseline": "none", "std_power": 0.0, "whiten": "token", "std_ddof": 1},
     "reinforce_pp_baseline": {"whiten": "token", "std_power": 0.0, "std_ddof": 1},
+    "gdpo": {
+        "std_ddof": 1,
+        "eps": 1e-6,
+        "singleton": "reward",
+        "whiten": "token",
+        "std_power": 1.0,
+    },
     "batch_std": {"std_scope": "batch", "std_ddof": 1, "eps": 1e-4},  # TRL scale_rewards
     "gpg": {"gpg_scale": "nonzero_reward", "std_power": 0.0},  # verl's count, not the paper's
     "gspo": {"ratio_level": "sequence", "clip_low": 3e-4, "clip_high": 4e-4},  # GSPO v2 5.1

@@ -28,7 +28,7 @@ def _config_with_arm(spec: dict) -> dict:
 
 ENGINES = [  # the engines' estimators (their advantage functions apply in this order) ...
     "singleton_reward", "rloo", "opo", "grpo_passk", "reinforce_pp", "batch_std", "gpg",
-    "reinforce_pp_baseline", "gspo", "luspo", "token_sum", "bnpo", "verl_rows",
+    "reinforce_pp_baseline", "gdpo", "gspo", "luspo", "token_sum", "bnpo", "verl_rows",
 ]  # fmt: skip
 FIXES = ["lambda_grpo", "stratified_grpo", "hadw_grpo"]  # ... then the essay's three fixes
 
@@ -58,7 +58,7 @@ def test_a_duplicate_name_fails_and_an_unknown_one_lists_the_valid():
     assert "hadw_again" not in ESTIMATORS
     with pytest.raises(
         ValueError,
-        match="unknown estimator 'hdaw'; valid: batch_std, bnpo, gpg, grpo_passk, gspo, hadw",
+        match="unknown estimator 'hdaw'; valid: batch_std, bnpo, gdpo, gpg, grpo_passk, gspo, hadw",
     ):
         get_estimator("hdaw")
 

@@ -89,6 +89,7 @@ ESTIMATORS = {
         {"preset": "grpo_passk", "std_power": 0.0}, 2),
     "reinforce_plus_plus_baseline": ({}, {"preset": "reinforce_pp_baseline", **SINGLE}, 1),
     "reinforce_plus_plus": ({"config": SimpleNamespace(gamma=1.0)}, {"preset": "reinforce_pp"}, 1),
+    "gdpo": ({"norm_adv_by_std_in_grpo": True}, {"preset": "gdpo"}, 1),  # one reward component
 }  # fmt: skip
 
 

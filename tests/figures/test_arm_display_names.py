@@ -15,7 +15,8 @@ import pandas as pd
 from matplotlib import pyplot as plt
 
 from grpo_dial import figures
-from grpo_dial.analysis.simulate import ARMS, SimulationConfig, simulate
+from grpo_dial.analysis.arms import SIMULATION_DEFAULT
+from grpo_dial.analysis.simulate import SimulationConfig, simulate
 from grpo_dial.analysis.simulate_summary import summarize
 from grpo_dial.analysis.summary_training import RUNS, rl_runs
 from grpo_dial.core.arm_names import ARM_NAMES
@@ -91,7 +92,7 @@ def test_a_figure_stage_draws_the_names_of_the_one_table(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "save", lambda fig, *paths: drawn.append(fig))
     stage_for("simulation_figure")(inputs, {"figure_png": str(tmp_path / "f.png")}, {})
     legend = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
-    assert legend == [ARM_NAMES[arm] for arm in ARMS]
+    assert legend == [ARM_NAMES[arm] for arm in SIMULATION_DEFAULT]
     plt.close(drawn[0])
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import pyplot as plt
 
-from grpo_dial.analysis.simulate import ARMS, SimulationConfig, simulate
+from grpo_dial.analysis.arms import SIMULATION_DEFAULT as ARMS
+from grpo_dial.analysis.simulate import ARMS as ALL_ARMS
+from grpo_dial.analysis.simulate import SimulationConfig, simulate
 from grpo_dial.analysis.simulate_summary import summarize
 from grpo_dial.figures import COLORS
 from grpo_dial.figures.simulation import simulation_figure
 
 
 def test_every_arm_has_a_colour_and_is_named_in_the_legend_and_title():
-    assert all(arm in COLORS for arm in ARMS)
+    assert all(arm in COLORS for arm in ALL_ARMS)
     names = {arm: f"<{arm}>" for arm in ARMS[:-1]}  # the last arm has no name: shown by its key
     shown = [names.get(arm, arm) for arm in ARMS]
     pool = np.random.default_rng(0).beta(0.7, 0.9, 500)

@@ -24,9 +24,9 @@ PAPER_GROUP_SIZES = {
     for fidelity, cell in zip((0.9, 0.95, 0.99), row, strict=True)
 }
 ANALYSIS_RULES = {  # the analysis half: runs without a policy
-    "passrates", "theory_tables", "identity_check", "group_bias", "difficulty_analysis",
-    "simulate", "dapo_consistency", "theory_figures", "difficulty_figure", "simulation_figure",
-    "dapo_figure", "length_bias", "length_bias_figure",
+    "passrates", "theory_tables", "identity_check", "group_bias", "estimator_tables",
+    "difficulty_analysis", "simulate", "dapo_consistency", "theory_figures", "difficulty_figure",
+    "simulation_figure", "dapo_figure", "length_bias", "length_bias_figure",
 }  # fmt: skip
 
 
@@ -230,8 +230,10 @@ def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment
         # a 450-byte alias bomb: refused from the file, before anything walks the config
         (
             "a: &a [x, x, x, x, x, x, x, x, x]\n"
-            + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
-                      for p, c in zip("abcdefghijkl", "bcdefghijklm", strict=True))
+            + "".join(
+                f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                for p, c in zip("abcdefghijkl", "bcdefghijklm", strict=True)
+            )
             + "train: {steps: 1}\n",
             "YAML aliases (*name); a config file may use at most 100",
         ),
@@ -425,7 +427,10 @@ def test_analysis_rules_end_to_end(tmp_path, shared_data):
     bias = pd.read_csv(results / "theory" / "group_bias.csv").set_index(["p", "G"])
     assert bias.loc[(0.5, 8), "bias"] == pytest.approx(0, abs=1e-12)
     assert (bias.mc_baseline - bias.baseline).abs().max() < 0.05  # 2,000 groups per row
+    identity = pd.read_csv(results / "theory" / "estimator_identity.csv")
+    assert (identity["same_operation"] == identity["predicted_same"]).all()
     for figure in (
+        "estimator_mass",
         "identity",
         "fidelity",
         "difficulty_weight",

@@ -133,6 +133,8 @@ def summary_inputs(wildcards):
     inputs = {"group_size": f"{RESULTS}/theory/group_size_table.csv"}
     inputs["identity"] = f"{RESULTS}/theory/identity_residuals.csv"
     inputs["group_bias"] = f"{RESULTS}/theory/group_bias.csv"
+    inputs["estimator_mass"] = f"{RESULTS}/theory/estimator_mass.csv"
+    inputs["estimator_identity"] = f"{RESULTS}/theory/estimator_identity.csv"
     inputs |= {f"difficulty_{t}": f"{RESULTS}/difficulty/{t}/summary.csv" for t in TABLES}
     inputs |= {f"simulate_{t}": f"{RESULTS}/simulate/{t}/summary.csv" for t in SIM_TABLES}
     for t in LENGTH_BIAS_TABLES:
@@ -172,7 +174,9 @@ def all_targets():
         f"{RESULTS}/theory/group_size_table.csv",
         f"{RESULTS}/theory/identity_residuals.csv",
         f"{RESULTS}/theory/group_bias.csv",
+        f"{RESULTS}/theory/estimator_identity.csv",
         f"{RESULTS}/figures/identity.png",
+        f"{RESULTS}/figures/estimator_mass.png",
         f"{RESULTS}/figures/fidelity.png",
         f"{RESULTS}/figures/difficulty_weight.png",
         f"{RESULTS}/figures/silent_rate.png",

@@ -55,3 +55,27 @@ rule group_bias:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/stage.py"
+
+
+rule estimator_tables:
+    """Every engine estimator's gradient mass per pass rate, and which are Dr. GRPO up to a constant."""
+    output:
+        mass=report(
+            f"{RESULTS}/theory/estimator_mass.csv", caption="../report/estimator_mass_table.rst",
+            category="Theory",
+        ),
+        identity=report(
+            f"{RESULTS}/theory/estimator_identity.csv",
+            caption="../report/estimator_identity.rst", category="Theory",
+        ),
+    log:
+        f"{RESULTS}/logs/theory/estimator_tables.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/theory/estimator_tables.tsv"
+    params:
+        p_grid_points=config["theory"]["p_grid_points"],
+        **config["theory"]["estimators"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"

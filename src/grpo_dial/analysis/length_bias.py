@@ -18,10 +18,13 @@ Arms: grpo, dr_grpo, dapo (presets), std_constant (alpha 1, constant normalizer)
 nostd_sequence (alpha 0, sequence normalizer) and lambda_pos / lambda_neg (preset lambda_grpo with
 lambda fixed at +1 / -1, r = 0.25: GRPO's std factor, the token mean of the M groups of a batch
 with response factors f_i = G softmax_{j in g}(h_j^lambda)_i, h = 1 + r z, z the group-standardized
-length; arXiv 2510.06870), all with the population std, eps from the config, and L_max =
-max_length for the constant normalizer. DAPO redraws a silent group up to max_resample_rounds
-times (its own stream) and drops the ones still silent (mask 0: no tokens in the batch's token
-count, which is what dropping the rows does to a token mean).
+length; arXiv 2510.06870), and the engines' estimators opo_constant (OPO's length-weighted
+baseline under the constant normalizer), reinforce_pp_baseline and reinforce_pp (the whitening
+over tokens of each batch of M groups, sequence normalizer) and rloo; all with the population
+std, eps from the config, and L_max = max_length for the constant normalizer. DAPO redraws a
+silent group up to max_resample_rounds times (its own stream) and drops the ones still silent
+(mask 0: no tokens in the batch's token count, which is what dropping the rows does to a token
+mean).
 
 What lambda does to the drift. (1) A blind tail (a = 0) drifts by exactly 0 in expectation under
 lambda's weights too: f depends only on the group's lengths and the routing, which are independent
@@ -47,16 +50,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.arms import LENGTH_BIAS_ARMS, analysis_dial
+from grpo_dial.analysis.arms import LENGTH_BIAS_ARMS, LENGTH_BIAS_DEFAULT, analysis_dial
 from grpo_dial.analysis.length_step import draw_tails, tail_updates
 from grpo_dial.analysis.simulate import SimulationConfig, draw_initial_p
 from grpo_dial.core.checks import opt as _opt
 from grpo_dial.core.dial import Dial
+from grpo_dial.core.estimator_mass import whitened_tail_drift
 from grpo_dial.core.length_drift import correct_tail_mean, tail_drift, wrong_tail_mean
 
 ARMS = LENGTH_BIAS_ARMS
-
-
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class LengthBiasConfig:
     groups_per_batch: int = _opt(16, "M, groups normalized together by DAPO's token mean.")
     max_length: int = _opt(512, "L_max of the constant normalizer (the generation limit).")
     max_resample_rounds: int = _opt(4, "DAPO: redraws of a silent group per step.")
-    arms: tuple[str, ...] = _opt(ARMS, f"Arms to run, any of {ARMS}.")
+    arms: tuple[str, ...] = _opt(LENGTH_BIAS_DEFAULT, f"Arms to run, any of {ARMS}.")
     interior_only: bool = _opt(True, "Draw p only from 0 < p_hat < 1 (as `simulate`).")
     p_clip: float = _opt(0.02, "p clipped to [p_clip, 1 - p_clip].")
     eps: float = _opt(1e-8, "eps in (sigma + eps).")
@@ -167,10 +169,16 @@ def _predict(
     tc: np.ndarray,
     config: LengthBiasConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(U,) closed-form E[u_w], E[u_c] at the current parameters (length_drift.tail_drift);
-    NaN for lambda-GRPO, which has no closed form there."""
-    if dial.length_norm == "lambda":
-        return np.full(len(units), np.nan), np.full(len(units), np.nan)
+    """(U,) closed-form E[u_w], E[u_c] at the current parameters (length_drift.tail_drift; OPO
+    under the constant normalizer; estimator_mass.whitened_tail_drift for the whitening over
+    tokens, its batch statistics over the (seed, awareness) block); NaN where none exists
+    (lambda-GRPO, OPO under another normalizer, pass@k). RLOO's advantage is G/(G-1) times
+    the mean baseline's, so is its drift."""
+    nan = np.full(len(units), np.nan), np.full(len(units), np.nan)
+    if dial.length_norm == "lambda" or dial.baseline == "pass_at_k":
+        return nan
+    if dial.whiten == "token" or dial.baseline == "length_weighted":
+        return _predict_engine(dial, units, tw, tc, config) or nan
     token = dial.length_norm == "token"
     kw = dict(
         group_size=config.group_size,
@@ -195,6 +203,37 @@ def _predict(
             awareness=units["awareness"].to_numpy()[idx],
             **kw,
         )
+        pw[idx], pc[idx] = d.wrong, d.correct
+    if dial.baseline == "leave_one_out":
+        g = config.group_size
+        return pw * g / (g - 1), pc * g / (g - 1)
+    return pw, pc
+
+
+def _predict_engine(
+    dial: Dial, units: pd.DataFrame, tw: np.ndarray, tc: np.ndarray, config: LengthBiasConfig
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The closed forms of OPO (constant normalizer) and of the whitening over tokens (std_power
+    0, sequence or constant normalizer), per (seed, awareness) block; None outside them."""
+    qw, qc = 1 / (1 + np.exp(-tw)), 1 / (1 + np.exp(-tc))
+    p, a = units["p"].to_numpy(), units["awareness"].to_numpy()
+    pw, pc = np.empty(len(units)), np.empty(len(units))
+    if dial.baseline == "length_weighted":
+        if dial.length_norm != "constant" or dial.whiten != "none" or dial.silent != "keep":
+            return None
+        d = tail_drift(p, qw, qc, config.core_length, config.group_size, dial.std_power,
+                       "constant", a, ddof=dial.std_ddof, eps=dial.eps,
+                       baseline="length_weighted", max_length=config.max_length)  # fmt: skip
+        return d.wrong, d.correct
+    if dial.std_power != 0 or dial.length_norm not in ("sequence", "constant") or (
+        dial.baseline not in ("mean", "none") or dial.silent != "keep"
+    ):  # fmt: skip
+        return None
+    for idx in units.groupby(["seed", "awareness"], sort=False).indices.values():
+        d = whitened_tail_drift(
+            p[idx], qw[idx], qc[idx], config.core_length, config.group_size,
+            dial.length_norm, a[idx], dial.baseline, config.max_length,
+        )  # fmt: skip
         pw[idx], pc[idx] = d.wrong, d.correct
     return pw, pc
 

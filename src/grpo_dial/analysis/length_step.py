@@ -17,6 +17,10 @@ vmap cannot trace the torch.unique inside lambda_factors, and f depends on the g
 factors are computed once for every group of the block and only the token normalizer S_b is
 vmapped over batches (core.token_weights.unified_weights); the other normalizers keep the
 vmapped aggregator unchanged.
+
+The engines' estimators: OPO's length-weighted baseline and the whitening over tokens get each
+response's length |o_i| = c + T_i, and an estimator with batch statistics (the whitening, the
+batch std, GPG) takes them over each batch of M groups (`batch_advantages`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from torch.func import vmap
 
 from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator
 from grpo_dial.core.dial import Dial
+from grpo_dial.core.registry import active_estimators
 from grpo_dial.core.token_weights import lambda_factors, unified_weights, weighted_sum
 
 
@@ -60,6 +65,25 @@ def response_weights(
     return grad[:, 0].numpy()  # the first token of every kept response is in its mask
 
 
+def batch_advantages(
+    rewards: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor, dial: Dial, rows: int
+) -> np.ndarray:
+    """(N,) advantages.advantages with the responses' lengths where the dial needs them (OPO,
+    whitening over tokens); an estimator with batch statistics (the batch std, GPG's B/M, the
+    whitening) takes them over each batch of `rows` responses, as a trainer's step does."""
+    needs = {n for e in active_estimators(dial, "advantage") for n in e.needs}
+    context = {"lengths": lengths} if "lengths" in needs else {}
+    batched = dial.whiten != "none" or dial.std_scope == "batch" or dial.gpg_scale != "none"
+    if not batched:
+        return advantages(rewards, ids, dial, **context).numpy()
+    out = [
+        advantages(rewards[i : i + rows], ids[i : i + rows], dial,
+                   **{k: v[i : i + rows] for k, v in context.items()}).numpy()
+        for i in range(0, rewards.numel(), rows)
+    ]  # fmt: skip
+    return np.concatenate(out)
+
+
 def tail_updates(
     rewards: np.ndarray,
     uses_w: np.ndarray,
@@ -83,10 +107,10 @@ def tail_updates(
     order = np.arange(j) if batch_order is None else np.asarray(batch_order)
     r = torch.from_numpy(np.asarray(rewards, dtype=np.float64)[order].reshape(-1))  # (N,)
     ids = torch.arange(j).repeat_interleave(g)  # (N,)
-    adv = advantages(r, ids, dial).numpy()  # (N,)
-    keep = keep_mask(r, ids, dial).numpy()  # (N,) DAPO: silent groups dropped
     w = np.asarray(uses_w, dtype=bool)[order].reshape(-1)  # (N,)
     t = np.asarray(tails, dtype=np.int64)[order].reshape(-1)  # (N,)
+    adv = batch_advantages(r, ids, torch.from_numpy(core_length + t), dial, m * g)  # (N,)
+    keep = keep_mask(r, ids, dial).numpy()  # (N,) DAPO: silent groups dropped
     theta = np.where(w, np.repeat(theta_w[order], g), np.repeat(theta_c[order], g))  # (N,)
     q = 0.5 * (1.0 + np.tanh(0.5 * theta))  # (N,) sigmoid
     push = adv * response_weights(core_length + t, keep, dial, m * g, m) * ((1 - q) * t - q)  # (N,)

@@ -27,6 +27,14 @@ Arms (all with the population std, ddof 0, as in the paper):
    update as the trainer takes its tracker's. Not the true p_j: no trainer has that oracle; not
    the group's own p_hat: that gives Phi = 1 (GRPO). The EMA is the simplest estimate a trainer
    keeps (its tracker, a decayed Beta count, weighs past groups alike), memory ~1/eta steps.
+6. the engines' estimators, each its preset (analysis.arms.ENGINE_ARMS): "rloo", "opo",
+   "grpo_passk", "batch_std", "gpg", "reinforce_pp_baseline", "reinforce_pp" (with the run's
+   population std and eps). A response is one token, so OPO's length-weighted baseline is the
+   group mean (OPO = Dr. GRPO here) and whitening over tokens is whitening over responses. The
+   batch-level ones (batch std, GPG, the whitening) take their statistics over the step's J
+   prompts. Every update stays >= 0: under REINFORCE++'s whitening A = (r - mu)/sd the group's
+   sum is (k(1 - mu - p) + G mu p) / sd >= 0 for 0 <= mu, p <= 1, and its silent groups move
+   too (an all-wrong group by mu p / sd: its wrong answers sit below the batch's mean reward).
 
 Departures from the paper's script, on purpose:
 - initial p are drawn with replacement from any pass-rate table; as in the paper, by default only
@@ -56,7 +64,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from grpo_dial.analysis.arms import SIMULATION_ARMS, analysis_dial
+from grpo_dial.analysis.arms import SIMULATION_ARMS, SIMULATION_DEFAULT, analysis_dial
 from grpo_dial.core.advantage import group_update
 from grpo_dial.core.bands import EXTREME_EDGES
 from grpo_dial.core.checks import opt as _opt
@@ -67,8 +75,6 @@ from grpo_dial.core.theory import expected_signal, silent_rate
 log = logging.getLogger("grpo_dial")
 
 ARMS = SIMULATION_ARMS
-
-
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ class SimulationConfig:
     max_resample_rounds: int = _opt(
         4, "DAPO: redraws of a silent group per prompt per step; bounds the sample cost at (1+R)x."
     )
-    arms: tuple[str, ...] = _opt(ARMS, f"Arms to run, any of {ARMS}.")
+    arms: tuple[str, ...] = _opt(SIMULATION_DEFAULT, f"Arms to run, any of {ARMS}.")
     extreme_band: tuple[float, float] = _opt(
         EXTREME_EDGES, "A prompt is extreme when 0 < p < lo or hi < p < 1 (the paper's 0.1 / 0.9)."
     )
@@ -213,6 +219,8 @@ def step_update(
     r = torch.from_numpy(np.asarray(rewards, dtype=np.float64).reshape(-1))  # (N,)
     scores = torch.from_numpy((rewards - p[:, None]).reshape(-1, 1))  # (N, 1): d/dtheta log pi
     context = {}
+    if dial.baseline == "length_weighted" or dial.whiten == "token":  # a response is one token
+        context["lengths"] = torch.ones(j * g, dtype=torch.float64)
     if dial.anchor != "none" and anchor is not None:  # None: advantages says what is missing
         context["anchor"] = torch.as_tensor(anchor, dtype=torch.float64)  # () or (J,)
     return group_update(scores, r, ids, dial, **context)[:, 0].numpy()  # (J,)

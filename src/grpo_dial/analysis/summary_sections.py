@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from grpo_dial.analysis.summary_format import (
@@ -228,7 +229,49 @@ def group_bias(tables: Tables) -> list[str]:
     ]  # fmt: skip
 
 
+def estimator_theory(tables: Tables) -> list[str]:
+    """Every engine estimator's gradient mass at a few p (G = 8, or the table's middle G), its
+    ratio to Dr. GRPO's over the grid, and the same-operation identity checked numerically."""
+    mass_path, id_path = "theory/estimator_mass.csv", "theory/estimator_identity.csv"
+    mass, ident = one(tables, mass_path), one(tables, id_path)
+    if mass is None:
+        return []
+    sizes = sorted(mass["G"].unique())
+    g = 8 if 8 in sizes else sizes[len(sizes) // 2]
+    at = mass[mass["G"] == g]
+    grid = np.sort(at["p"].unique())
+    cols = [grid[np.abs(grid - q).argmin()] for q in (0.05, 0.1, 0.3, 0.5)]
+    same = (ident if ident is not None else pd.DataFrame({"estimator": []})).set_index("estimator")
+    rows = []
+    for name, e in at.groupby("estimator", sort=False):
+        m, ratio = e.set_index("p")["mass"], e["ratio_to_dr_grpo"]
+        check = "" if name not in same.index else (
+            f"yes ({sci(same.loc[name, 'max_relative_residual'], 0)})"
+            if same.loc[name, "same_operation"] else
+            f"no ({num(same.loc[name, 'max_relative_residual'], 2)})")  # fmt: skip
+        rows.append([arm_name(name), *(num(m.loc[c], 4) for c in cols),
+                     f"{num(ratio.min(), 3)}-{num(ratio.max(), 3)}", check])  # fmt: skip
+    lines = [
+        f"Expected gradient mass per prompt m(p) at G = {g} (binary rewards; batch constants at a "
+        "uniform batch), its ratio to Dr. GRPO's over the p grid (one number: Dr. GRPO's "
+        "difficulty weighting at another step size), and whether the advantage is Dr. GRPO's "
+        "times one constant per batch on random batches (largest relative residual):", "",
+        *md_table(["estimator", *(f"p = {c:.2g}" for c in cols), "ratio to Dr. GRPO",
+                   "Dr. GRPO x constant"], rows),
+    ]  # fmt: skip
+    if ident is not None:
+        extra = ident[~ident["estimator"].isin(at["estimator"])]
+        notes = [f"{r['estimator']}: {'yes' if r['same_operation'] else 'no'} (residual "
+                 f"{sci(r['max_relative_residual'], 0)}, constant error "
+                 f"{sci(r['max_constant_error'], 0)}); " for _, r in extra.iterrows()]  # fmt: skip
+        wrong = ident[ident["same_operation"] != ident["predicted_same"]]
+        verdict = "every identity as predicted." if wrong.empty else (
+            "differs from its prediction: " + ", ".join(wrong["estimator"]) + ".")  # fmt: skip
+        lines += ["".join(notes) + verdict, ""]
+    return [*lines, source(mass_path, *([id_path] if ident is not None else [])), ""]
+
+
 __all__ = [
-    "dapo", "difficulty", "group_bias", "group_size", "identity", "length_bias", "real_lengths",
-    "simulate",
+    "dapo", "difficulty", "estimator_theory", "group_bias", "group_size", "identity",
+    "length_bias", "real_lengths", "simulate",
 ]  # fmt: skip

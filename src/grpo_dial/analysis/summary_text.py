@@ -34,8 +34,9 @@ SECTIONS = (
 
 
 def _estimators(tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The closed form of the non-degenerate-group bias, and the trained estimators' state."""
-    body = s.group_bias(tables) + tr.estimator_state(tables)
+    """Every engine estimator's mass and identities, the closed form of the non-degenerate-group
+    bias, and the trained estimators' state."""
+    body = s.estimator_theory(tables) + s.group_bias(tables) + tr.estimator_state(tables)
     return ["## Estimators", "", *body] if body else []
 
 

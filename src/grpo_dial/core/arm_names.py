@@ -26,6 +26,22 @@ ARM_NAMES = {  # arm key -> its name in the docs, the summary and every figure
     "stratified_grpo": "Stratified GRPO",
     "lambda_pos": "lambda fixed +1",
     "lambda_neg": "lambda fixed -1",
+    # the engines' presets: as registered (core.engine_estimators / engine_losses), listed here
+    # too so a figure or summary process that never imports the registry (no torch) names them
+    "rloo": "RLOO",
+    "opo": "OPO",
+    "grpo_passk": "pass@k advantage",
+    "reinforce_pp": "REINFORCE++",
+    "batch_std": "batch std",
+    "gpg": "GPG",
+    "reinforce_pp_baseline": "REINFORCE++ baseline",
+    "gdpo": "GDPO (one reward)",
+    "gspo": "GSPO",
+    "luspo": "LUSPO",
+    "bnpo": "BNPO",
+    "gpg_paper": "GPG, the paper's M",  # core.estimator_mass's curves that are no preset
+    "reinforce_pp_baseline_response": "REINFORCE++ baseline, per response",
+    "opo_constant": "OPO, constant normalizer",
 }
 
 

@@ -281,3 +281,22 @@ def whiten(adv, stats, dial, regroup, lengths=None):
     mu = (w * x).sum() / total.clamp(min=1e-300)
     var = (w * (x - mu) ** 2).sum() / (total - dial.std_ddof).clamp(min=1)
     return ((x - mu) / torch.sqrt(var + WHITEN_EPS)).to(adv.dtype)
+
+
+@register_estimator(
+    "gdpo",
+    label="GDPO (one reward)",
+    kind="advantage",
+    fields={},
+    switch="whiten",
+    active=lambda dial: dial.whiten == "token" and dial.std_power > 0,  # GRPO's A, whitened
+    why_not="TRL does not whiten advantages over the batch",
+    preset={"std_ddof": 1, "eps": 1e-6, "singleton": "reward", "whiten": "token"},
+)  # fmt: skip
+def gdpo(adv, stats, dial, regroup):
+    """verl's gdpo (arXiv 2601.05242) with one reward: GRPO's group advantage (sample std, eps
+    1e-6, a lone response mean 0 and std 1), then whitened over the batch's tokens. With several
+    reward components it normalizes each in its group before a weighted sum, which one reward
+    per response (the dial's) cannot express. A recipe: the group formula and the whitening do
+    the work, so the advantage passes unchanged."""
+    return adv

@@ -2,8 +2,10 @@
 of pass rate p receives, m(p) = E[(1/G) sum_i A_i (r_i - p)] (the update of a Bernoulli-logit
 prompt, score r - p, per unit learning rate), for binary rewards and k ~ Binomial(G, p), with
 the batch's constants at their large-batch limits; and which estimators are Dr. GRPO's
-operation up to a per-batch constant (SAME_OPERATION). numpy/scipy only; tested against a
-Monte Carlo through the dial's own advantages (tests/core/test_estimator_mass.py).
+operation up to a per-batch constant (SAME_OPERATION); and the length drift of REINFORCE++'s
+whitening over tokens (whitened_tail_drift, the tail model of core.length_drift). numpy/scipy
+only; tested against a Monte Carlo through the dial's own advantages
+(tests/core/test_estimator_mass.py, tests/core/test_whitened_drift.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,13 @@ from numpy.typing import ArrayLike
 from scipy.stats import binom
 
 from grpo_dial.core.checks import check_choice, check_int
+from grpo_dial.core.length_drift import (
+    TailDrift,
+    correct_tail_mean,
+    inverse_length_covariance,
+    tail_drift,
+    wrong_tail_mean,
+)
 
 
 def _prob(x: ArrayLike, name: str) -> np.ndarray:
@@ -43,6 +52,11 @@ SAME_OPERATION = {
     "grpo_passk": "no: only a group's unique best response moves",
     "reinforce_pp": "no: a batch baseline, silent groups move (by -mu/sd)",
 }
+# the estimators whose advantage is Dr. GRPO's times one constant per batch (at one G per batch);
+# reinforce_pp_baseline_response: the REINFORCE++ baseline whitened over responses
+EXACT_RESCALINGS = frozenset(
+    {"dr_grpo", "rloo", "batch_std", "gpg", "gpg_paper", "reinforce_pp_baseline_response"}
+)
 
 
 def estimator_mass(
@@ -104,3 +118,83 @@ def estimator_mass(
         v = float((batch * (1 - batch) * (1 - 1 / g)).mean())
         return dr / np.sqrt(v + 1e-8)
     return p * (1 - p) / np.sqrt(pbar * (1 - pbar) + 1e-8)  # reinforce_pp
+
+
+def _pmf_moments(p: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """E[k(G-k)], E[k(G-k)^2], E[(G-k)k^2] for k ~ Binomial(G, p); each (E,)."""
+    k = np.arange(g + 1)
+    pk = binom.pmf(k, g, p[:, None])  # (E, G+1)
+    return pk @ (k * (g - k)), pk @ (k * (g - k) ** 2), pk @ ((g - k) * k**2)
+
+
+def whitened_tail_drift(
+    p: ArrayLike,
+    q_wrong: ArrayLike,
+    q_correct: ArrayLike,
+    core_length: ArrayLike,
+    group_size: int,
+    length_norm: str = "sequence",
+    awareness: ArrayLike = 1.0,
+    baseline: str = "mean",
+    max_length: float | None = None,
+) -> TailDrift:
+    """E[u_w], E[u_c] per group (before the learning rate) under REINFORCE++'s whitening over
+    tokens (verl's reinforce_plus_plus(_baseline); the tail model of core.length_drift), with
+    the batch's statistics at their large-batch limit over the prompts of this call (each a
+    batchmate equally often). With a_i = r_i - k/G (baseline 'mean', the REINFORCE++ baseline) or
+    r_i ('none', REINFORCE++) and |o| = c + T, the whitened advantage is A = (a - mu)/sd with
+
+        mu  -> mean_j N_j / mean_j D_j,   sd^2 -> mean_j Q_j / mean_j D_j - mu^2 (+ 1e-8)
+        N = E[sum_i |o_i| a_i] = (G-1) p(1-p) (T_c - T_w)        ('mean'; 'none': G p (c + T_c))
+        D = E[sum_i |o_i|]     = G (c + p T_c + (1-p) T_w)
+        Q = E[sum_i |o_i| a_i^2] = [(c + T_c) E k(G-k)^2 + (c + T_w) E (G-k)k^2] / G^2
+                                                                 ('none': G p (c + T_c))
+
+    T_w = E[T | wrong], T_c = E[T | correct] (awareness a routes the tails). mu and sd are then
+    constants, so E[u_X] = (E[u_X; a] - mu C_X) / sd: the drift of the unwhitened advantage
+    (core.length_drift.tail_drift at std_power 0 for 'mean'; for 'none' p pi_X|c h_X under
+    'sequence', pi_w|c = (1-a)/2) minus mu times the drift C_X of a unit advantage on every
+    response: 0 under 'constant', P_X h(q_X, c) under 'sequence' (w = 1/(G|o|); P_w = p pi_1 +
+    (1-p) pi_0, h = E[s/|o|] < 0 of core.length_drift.inverse_length_covariance).
+
+    So when wrong answers run longer (T_w > T_c), mu < 0 and every advantage rises by |mu|/sd,
+    silent groups' included: under the constant normalizer that shift moves no tail in
+    expectation; under the sequence normalizer it pushes every tail shorter (E[s/|o|] < 0),
+    against the mean baseline's push of the wrong tail longer. A blind tail (a = 0) gets 0 with
+    the mean baseline. The token normalizer is not derived here (its finite-batch weights)."""
+    arrays = np.broadcast_arrays(
+        _prob(p, "p"), _prob(q_wrong, "q_wrong"), _prob(q_correct, "q_correct"),
+        np.asarray(core_length, dtype=float), _prob(awareness, "awareness"),
+    )  # fmt: skip
+    shape = arrays[0].shape
+    p, qw, qc, c, a = (x.reshape(-1) for x in arrays)
+    if ((qw <= 0) | (qw >= 1) | (qc <= 0) | (qc >= 1)).any() or not (c > 0).all():
+        raise ValueError("q_wrong and q_correct must lie in (0, 1) and core_length be > 0")
+    g = check_int("group_size", group_size, 2)
+    check_choice("length_norm", length_norm, ("sequence", "constant"))
+    check_choice("baseline", baseline, ("mean", "none"))
+    if length_norm == "constant" and not (max_length or 0) > 0:
+        raise ValueError("length_norm='constant' needs max_length > 0 (L_max)")
+    tw, tc = wrong_tail_mean(qw, qc, a), correct_tail_mean(qw, qc, a)  # (E,)
+    m1, m2, m3 = _pmf_moments(p, g)
+    den = g * (c + p * tc + (1 - p) * tw)
+    if baseline == "mean":
+        num = m1 / g * (tc - tw)
+        sq = ((c + tc) * m2 + (c + tw) * m3) / g**2
+    else:
+        num = sq = g * p * (c + tc)
+    mu = num.mean() / den.mean()
+    sd = np.sqrt(sq.mean() / den.mean() - mu**2 + 1e-8)
+    if length_norm == "constant":  # E[s] = 0 given the routing: neither a nor a unit moves it
+        return TailDrift(np.zeros(shape), np.zeros(shape))
+    hw, hc = inverse_length_covariance(qw, c), inverse_length_covariance(qc, c)
+    pi0, pi1 = (1 + a) / 2, (1 - a) / 2
+    share_w = p * pi1 + (1 - p) * pi0  # P(a response uses theta_w)
+    if baseline == "mean":
+        base = tail_drift(p, qw, qc, c, g, std_power=0.0, length_norm="sequence", awareness=a)
+        fw, fc = base.wrong, base.correct
+    else:
+        fw, fc = p * pi1 * hw, p * (1 - pi1) * hc
+    uw = (fw - mu * share_w * hw) / sd
+    uc = (fc - mu * (1 - share_w) * hc) / sd
+    return TailDrift(uw.reshape(shape), uc.reshape(shape))

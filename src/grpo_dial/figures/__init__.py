@@ -30,6 +30,16 @@ COLORS = {  # arm key -> colour: the one palette
     "nostd_sequence": "#7f5fa8",
     "lambda_pos": "#17becf",
     "lambda_neg": "#8c564b",
+    "rloo": "#9467bd",  # the engines' estimators
+    "opo": "#bcbd22",
+    "opo_constant": "#bcbd22",
+    "grpo_passk": "#ff7f0e",
+    "batch_std": "#2ca02c",
+    "gpg": "#98df8a",
+    "gpg_paper": "#d4e09b",
+    "reinforce_pp_baseline": "#d62728",
+    "reinforce_pp_baseline_response": "#f4a582",
+    "reinforce_pp": "#ff9896",
 }
 
 

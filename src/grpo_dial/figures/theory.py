@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import label, palette, theme
+from grpo_dial.figures import COLORS, label, palette, theme
 
 MARKERS = ("o", "s", "^", "D", "v")
 
@@ -147,4 +147,42 @@ def silent_rate_figure(grid: pd.DataFrame, pass_rates=(0.5, 0.3, 0.1, 0.05)) -> 
     if hard is not None:
         title += f": at p = 0.05, G = 8 gives no signal {hard['silent_rate']:.0%} of the time"
     fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def estimator_mass_figure(
+    mass: pd.DataFrame, *, names: Mapping[str, str] | None = None, group_size: int = 8
+) -> plt.Figure:
+    """Each estimator's expected gradient mass m(p) at one G (that of `group_size`, else the
+    table's middle G) and its ratio to Dr. GRPO's: flat = Dr. GRPO's difficulty weighting."""
+    theme()
+    sizes = sorted(mass["G"].unique())
+    g = group_size if group_size in sizes else sizes[len(sizes) // 2]
+    rows = mass[mass["G"] == g]
+    order = list(dict.fromkeys(rows["estimator"]))
+    spare = iter(sns.color_palette("tab20", len(order)))
+    colors = {label(e, names): COLORS.get(e) or next(spare) for e in order}
+    data = rows.assign(estimator=rows["estimator"].map(partial(label, names=names)))
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2))
+    for ax, column, ylabel in (
+        (axes[0], "mass", "expected gradient mass m(p)"),
+        (axes[1], "ratio_to_dr_grpo", "m(p) / Dr. GRPO's m(p) (log scale)"),
+    ):
+        sns.lineplot(data=data, x="p", y=column, hue="estimator", palette=colors, lw=1.8, ax=ax,
+                     legend=ax is axes[1])  # fmt: skip
+        ax.set(xlabel="pass rate p", ylabel=ylabel)
+    axes[1].set(yscale="log", ylim=(0.05, float(rows["ratio_to_dr_grpo"].max()) * 1.5))
+    axes[1].legend(
+        title=None, frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5)
+    )
+    ratio = rows.groupby("estimator")["ratio_to_dr_grpo"]
+    flat = (ratio.max() / ratio.min() < 1 + 1e-9) & (ratio.min() > 0)
+    same = ", ".join(label(e, names) for e in order if flat.get(e, False) and e != "dr_grpo")
+    fig.suptitle(
+        f"G = {g}: in expectation {same}\nweight difficulty as Dr. GRPO does (a flat ratio); "
+        f"GRPO's ratio spans {ratio.min().get('grpo', np.nan):.2f}-"
+        f"{ratio.max().get('grpo', np.nan):.2f}",
+        fontsize=10,
+    )
+    fig.tight_layout()
     return fig

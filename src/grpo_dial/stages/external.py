@@ -73,3 +73,17 @@ def diagnose_directory(
     save(draw(name, tables["curves"], tables["silent"], tables["terms"]),
          out / "diagnosis.png", out / "diagnosis.pdf")  # fmt: skip
     return tables["summary"], str(report), run_warnings(tables["summary"])
+
+
+def run_estimator_line(
+    run: str | Path, configs: list[str] | None, fmt: str | None, out_dir: str | Path
+) -> str:
+    """Which estimator the run used, from the engine options its folder's files (and `configs`)
+    name: writes estimator.csv to out_dir, returns the one line (external.run_estimator)."""
+    from grpo_dial.external.run_estimator import read_engine_options, run_estimator
+
+    paths = [*([run] if Path(run).is_dir() else []), *(configs or [])]
+    table, line = run_estimator(read_engine_options(paths), fmt)
+    if len(table):
+        write_table(table, Path(out_dir) / "estimator.csv")
+    return line

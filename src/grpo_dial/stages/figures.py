@@ -19,7 +19,8 @@ def _save(fig, output: Mapping, name: str) -> None:
 
 
 def theory_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """Identity, fidelity, difficulty-weight and silent-rate figures from the theory tables."""
+    """Identity, fidelity, difficulty-weight, silent-rate and estimator-mass figures from the
+    theory tables."""
     from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import theory as f
 
@@ -29,6 +30,8 @@ def theory_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     weights = f.difficulty_weight_figure(read_table(input["weights"]), names=ARM_NAMES)
     _save(weights, output, "difficulty_weight")
     _save(f.silent_rate_figure(grid, params["pass_rates"]), output, "silent_rate")
+    mass = f.estimator_mass_figure(read_table(input["estimator_mass"]), names=ARM_NAMES)
+    _save(mass, output, "estimator_mass")
 
 
 def difficulty_figure(input: Mapping, output: Mapping, params: Mapping) -> None:

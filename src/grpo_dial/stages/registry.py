@@ -18,6 +18,7 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "theory_tables": "theory.theory_tables",
     "identity_check": "theory.identity_check",
     "group_bias": "theory.group_bias",
+    "estimator_tables": "theory.estimator_tables",
     "difficulty_analysis": "difficulty.difficulty_analysis",
     "simulate": "simulate.simulate",
     "dapo_consistency": "dapo.dapo_consistency",

@@ -1,5 +1,5 @@
-"""Rule file theory.smk: the closed-form tables, the Monte-Carlo identity check and the
-non-degenerate-group bias table."""
+"""Rule file theory.smk: the closed-form tables, the Monte-Carlo identity check, the
+non-degenerate-group bias table and the engines' estimators on one dial."""
 
 from __future__ import annotations
 
@@ -66,3 +66,20 @@ def group_bias(input: Mapping, output: Mapping, params: Mapping) -> None:
     worst = max((v for v in z if np.isfinite(v)), default=float("nan"))
     log.info("largest Monte-Carlo deviation: %.2f standard errors", worst)
     write_table(table, output["table"])
+
+
+def estimator_tables(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Every engine estimator's gradient mass per (p, G) and the same-operation identity table."""
+    from grpo_dial.analysis.estimator_theory import (
+        estimator_identity_table,
+        estimator_mass_table,
+    )
+
+    p_grid = np.linspace(0, 1, params["p_grid_points"] + 2)[1:-1]
+    write_table(estimator_mass_table(p_grid, params["group_sizes"]), output["mass"])
+    identity = estimator_identity_table(params["identity_batches"], params["seed"])
+    log.info("same-operation identities:\n%s", identity.drop(columns="dial").to_string(index=False))
+    wrong = identity[identity["same_operation"] != identity["predicted_same"]]
+    if len(wrong):
+        log.warning("identity differs from its prediction for: %s", ", ".join(wrong["estimator"]))
+    write_table(identity, output["identity"])

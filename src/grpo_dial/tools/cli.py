@@ -80,7 +80,7 @@ def _fresh_out(directory: str) -> Path:
 
 def diagnose(args: argparse.Namespace) -> None:
     """Import a logged run, print its key numbers, write tables and a figure to --out."""
-    from grpo_dial.stages.external import diagnose_directory
+    from grpo_dial.stages.external import diagnose_directory, run_estimator_line
 
     spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
     for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size"):
@@ -103,6 +103,7 @@ def diagnose(args: argparse.Namespace) -> None:
         print(f"{metric:<{width}}  {value:.4g}")
     for line in warnings:
         print(f"warning: {line}")
+    print("estimator: " + run_estimator_line(args.directory, args.engine_config, args.format, out))
     print(f"tables and diagnosis.png written to {out}")
 
 
@@ -200,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="generic format: step=, prompt=, response=, reward= column names",
     )
     p_diag.add_argument("--tokenizer", help="local tokenizer path: lengths in tokens")
+    p_diag.add_argument(
+        "--engine-config",
+        nargs="+",
+        help="config or log files naming the engine's options (loss_type, adv_estimator, ...); "
+        "the run's folder is read too",
+    )
     p_diag.add_argument("--window", type=float, default=0.1, help="first/last fraction of steps")
     p_diag.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates")
     p_diag.set_defaults(func=diagnose)
