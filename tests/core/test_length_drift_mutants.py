@@ -10,36 +10,49 @@ import pytest
 from grpo_dial.core import length_drift as L
 
 
-def _brute_token_drift(p, qw, qc, c, a, tmax=300):
-    """E[u_w], E[u_c] of a group of G = 2 under the token mean, by summing every reward, routing
-    and tail length (T < tmax): u_X = sum_{i on X} A_i ((1 - q_X) T_i - q_X) / (2 c + T_1 + T_2),
-    A = +1 / -1 in a split group (k = 1: sigma = 1/2), a correct response on theta_w with
-    probability (1 - a)/2, a wrong one with (1 + a)/2."""
+def _brute_token_drift(p, qw, qc, c, a, G, tmax):
+    """E[u_w], E[u_c] of a group of G under the token mean, by summing every reward, routing and
+    tail length (T < tmax): u_X = sum_{i on X} A_i ((1 - q_X) T_i - q_X) / (G c + sum_j T_j),
+    A_i = (r_i - k/G) / sigma_k, sigma_k = sqrt(k (G - k)) / G (0 in a silent group), a correct
+    response on theta_w with probability (1 - a)/2, a wrong one with (1 + a)/2."""
     pi0, pi1 = (1 + a) / 2, (1 - a) / 2
-    t = np.arange(tmax)
-    s_len = 2 * c + t[:, None] + t[None, :]  # (T, T)
+    t = np.arange(tmax, dtype=float)
+    tails = np.meshgrid(*[t] * G, indexing="ij")  # G arrays (T, ..., T)
+    s_len = G * c + sum(tails)
     uw = uc = 0.0
-    for r in ((1, 0), (0, 1)):  # k = 0 or 2: silent, A = 0
-        pr = p * (1 - p)
-        for route in itertools.product([0, 1], repeat=2):  # 1: the response uses theta_w
-            w = pr
+    for r in itertools.product([0, 1], repeat=G):
+        k = sum(r)
+        if k in (0, G):  # silent: A = 0
+            continue
+        sd = np.sqrt(k * (G - k)) / G
+        adv = [((1 - k / G) if ri else -k / G) / sd for ri in r]
+        for route in itertools.product([0, 1], repeat=G):  # 1: the response uses theta_w
+            w = p**k * (1 - p) ** (G - k)
             for ri, on_w in zip(r, route, strict=True):
                 pw = pi1 if ri else pi0
                 w *= pw if on_w else 1 - pw
             q = [qw if on_w else qc for on_w in route]
-            joint = np.outer((1 - q[0]) * q[0] ** t, (1 - q[1]) * q[1] ** t)
-            scores = (((1 - q[0]) * t - q[0])[:, None], ((1 - q[1]) * t - q[1])[None, :])
+            joint = np.ones(s_len.shape)
+            for i in range(G):
+                joint = joint * (1 - q[i]) * q[i] ** tails[i]
             for i, on_w in enumerate(route):
-                val = w * (joint * (1.0 if r[i] else -1.0) * scores[i] / s_len).sum()
+                val = w * (joint * adv[i] * ((1 - q[i]) * tails[i] - q[i]) / s_len).sum()
                 uw, uc = (uw + val, uc) if on_w else (uw, uc + val)
     return uw, uc
 
 
-@pytest.mark.parametrize("args", [(0.3, 0.6, 0.4, 3.0, 0.5), (0.5, 0.5, 0.7, 2.0, 0.8)])
-def test_token_drift_of_both_tails_matches_a_brute_force_sum(args):
+@pytest.mark.parametrize(
+    "args, G, tmax",
+    [
+        ((0.3, 0.6, 0.4, 3.0, 0.5), 2, 300),
+        ((0.5, 0.5, 0.7, 2.0, 0.8), 2, 300),
+        ((0.4, 0.5, 0.3, 2.0, 0.6), 3, 70),  # G = 3: one tail shared by two responses
+    ],
+)
+def test_token_drift_of_both_tails_matches_a_brute_force_sum(args, G, tmax):
     p, qw, qc, c, a = args
-    got = L.tail_drift(p, qw, qc, c, 2, length_norm="token", awareness=a)
-    want = _brute_token_drift(p, qw, qc, c, a)
+    got = L.tail_drift(p, qw, qc, c, G, length_norm="token", awareness=a)
+    want = _brute_token_drift(p, qw, qc, c, a, G, tmax)
     np.testing.assert_allclose([float(got.wrong), float(got.correct)], want, rtol=1e-9)
 
 

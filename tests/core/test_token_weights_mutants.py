@@ -36,3 +36,9 @@ def test_weighted_sum_keeps_the_losses_dtype():
     w = torch.tensor([[0.5, 0.25], [1.0, 0.0]], dtype=torch.float64)
     got = weighted_sum(loss, w)
     assert got.dtype == torch.float32 and got.item() == 0.5 + 0.5 + 3.0
+
+
+def test_a_batch_of_one_token_weighs_it_one():
+    # lambda = 0 is the token mean: 1 / (tokens of the batch) on each token
+    got = lambda_weights(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), None, 0.0)
+    assert got.tolist() == [[1.0, 0.0], [0.0, 0.0]]
