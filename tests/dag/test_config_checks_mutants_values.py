@@ -62,3 +62,29 @@ def test_train_allocation_gets_its_defaults_filled():
     config["train"]["allocation"] = {}
     assert config_error(config, read_schema(ROOT / "workflow/schemas/config.schema.yaml")) is None
     assert config["train"]["allocation"]["g_max"] == Allocation().g_max
+
+
+def test_text_that_is_no_number_is_left_to_the_schema():
+    assert value_problem({"train": {"lr": "fast"}}, SCHEMA) is None
+
+
+def test_a_list_items_type_is_checked():
+    got = value_problem({"train": {"seeds": [0, 1.0]}}, SCHEMA)
+    assert got == "config error at 'train.seeds.1': 1.0 must be an integer; write 1"
+
+
+def test_the_schema_read_inside_a_test_walks_the_dial_fields():
+    schema = read_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    got = value_problem({"dials": {"x": {"eps": "0.1"}}}, schema)
+    assert got.startswith("config error at 'dials.x.eps': '0.1' is text, not a number")
+    entry = schema["properties"]["dials"]["additionalProperties"]
+    assert entry["properties"]["group_size"]["description"].startswith("'uniform': every prompt")
+
+
+def test_config_error_asks_only_for_a_mapping_per_dial():
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    schema = read_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    config["dials"] = {"x": {"bogus": 1}}  # its keys are read_arm's to check
+    assert config_error(config, schema) is None
+    config["dials"] = {"x": "grpo"}
+    assert config_error(config, schema).startswith("config error at 'dials.x': 'grpo' is not")

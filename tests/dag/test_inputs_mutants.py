@@ -134,3 +134,29 @@ def test_task_resolves_each_listed_spec_under_its_option(tmp_path):
     config["task"]["options"]["train"][0] = {"dataset": "gsm8k", "hub": "bad"}
     with pytest.raises(ConfigError, match="^config error at 'task.options.train\\[0\\].hub'"):
         task(config, inputs)
+
+
+def test_an_unsafe_output_folder_is_blamed_on_its_key(tmp_path):
+    with pytest.raises(ConfigError, match=_line("results_dir", "must not be empty")):
+        _inputs(tmp_path, results_dir="")
+
+
+def test_a_mirror_copy_is_read_in_place(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "d").mkdir(parents=True)
+    (mirror / "d" / "x.jsonl").write_text("{}\n")
+    # sha256 of the 3 bytes "{}\n"
+    sha = "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356"
+    public = {"pub": {"file": "d/x.jsonl", "url": "https://example.org/x", "sha256": sha}}
+    inputs = _inputs(tmp_path, public=public, data_mirror=str(mirror), offline=True)
+    assert inputs.data_file({"public": "pub"}, "k") == str(mirror / "d" / "x.jsonl")
+
+
+def test_task_inputs_are_the_specs_with_a_path():
+    from grpo_dial.dag.inputs import task_inputs
+
+    options = {
+        "train": [{"dataset": "gsm8k", "hub": "o/n"}, {"dataset": "gsm8k", "path": "p"}],
+        "heldout": "text",
+    }
+    assert task_inputs({"name": "math", "options": options}) == {"task_train_1": "p"}

@@ -137,3 +137,37 @@ def test_external_runs_with_their_tokenizer(tmp_path):
     config["runs"]["r"]["tokenizer"] = str(tmp_path / "tok")
     line = f"tokenizer directory not found: {tmp_path / 'tok'}"
     _refused(config, tmp_path, f"config error at 'runs.r.tokenizer': {line}")
+
+
+def test_policy_lines_name_their_key(tmp_path):
+    config = _config(tmp_path)
+    config["model"]["spec"]["hidden_size"] = 130
+    line = "4 heads do not divide hidden_size 130"
+    _refused(config, tmp_path, f"config error at 'model.spec.n_heads': {line}")
+    config = _config(tmp_path)
+    config["length_bias"]["n_prompts"] = 250
+    _refused(config, tmp_path, "config error: length_bias.n_prompts must be a multiple of "
+             "length_bias.groups_per_batch")  # fmt: skip
+    from grpo_dial.dag.inputs import Inputs
+    from grpo_dial.dag.plan import _base_model
+
+    config = {**_config(tmp_path), "offline": True}
+    config["model"]["base"] = "hub:o/n"
+    with pytest.raises(ConfigError, match="^config error at 'model.base': offline: true refuses"):
+        _base_model(config, Inputs(config, ROOT, tmp_path), True)
+
+
+def test_without_training_a_missing_base_model_is_not_read(tmp_path):
+    config = _config(tmp_path)
+    config["train"]["steps"] = 0
+    config["simulate"]["tables"] = config["length_bias"]["tables"] = ["synthetic"]
+    config["model"]["base"] = str(tmp_path / "gone")
+    plan = build_plan(config, ROOT, tmp_path)
+    assert plan.base_model == [] and plan.task == {"name": "arithmetic", "options": {}}
+
+
+def test_open_plan_raises_the_schemas_line(tmp_path):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["train"]["steps"] = -1
+    with pytest.raises(ConfigError, match="^config error at 'train.steps': -1 is less than"):
+        open_plan(config, [], ROOT, tmp_path)
