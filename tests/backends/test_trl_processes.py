@@ -6,7 +6,14 @@ optimizer step of the translated DAPO dial (grpo_config_kwargs with processes = 
 same 16 completions (a fixed function of the prompt, not sampled), SGD so the update is lr x the
 gradient. Equal: the global token count `num_items_in_batch`, DAPO's normalizer (each process
 divides its token sum by num_items_in_batch / 2 and DDP averages: the token mean over the
-whole batch), the mean loss and the first update to float tolerance."""
+whole batch), the mean loss and the first update to float tolerance.
+
+Second case, `accelerate launch --use_fsdp --fsdp_version 2`: accelerate 1.16 has no FSDP on the
+CPU (docs/backends.md). A CPU rank gets DistributedType.MULTI_CPU (accelerate/state.py:769) and
+only the MULTI_<accelerator> types are promoted to FSDP (state.py:947-977), so the plugin is
+dropped without a word and the run is the DDP one: the same step, the model wrapped in
+DistributedDataParallel, not sharded. When a later accelerate shards on the CPU this case fails on
+the wrapper and should become a real FSDP case."""
 
 from __future__ import annotations
 
@@ -27,7 +34,13 @@ SCRIPT = Path(__file__).with_name("trl_processes.py")
 SRC = Path(__file__).parents[2] / "src"
 
 
-def launch(base: Path, out: Path, processes: int) -> list[dict]:
+MODES = {  # accelerate launch's flag(s) for a multi-process CPU run
+    "ddp": ["--multi_gpu"],
+    "fsdp": ["--use_fsdp", "--fsdp_version", "2"],
+}
+
+
+def launch(base: Path, out: Path, processes: int, mode: str = "ddp") -> list[dict]:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=f"{SRC}{os.pathsep}"
                + os.environ.get("PYTHONPATH", ""))  # fmt: skip
     cmd = [sys.executable, str(SCRIPT), str(base), str(out), "dapo"]
@@ -36,7 +49,7 @@ def launch(base: Path, out: Path, processes: int) -> list[dict]:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-        cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", str(processes),
+        cmd = [accelerate, "launch", *MODES[mode], "--num_processes", str(processes),
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                "--main_process_port", str(port), *cmd[1:]]  # fmt: skip
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -44,10 +57,29 @@ def launch(base: Path, out: Path, processes: int) -> list[dict]:
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(processes)]
 
 
-@pytest.mark.processes
-def test_two_gloo_processes_give_one_process_first_update_and_dapo_normalizer(tmp_path):
-    save_tiny(tmp_path / "base")
-    (one,) = launch(tmp_path / "base", tmp_path / "one", 1)
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory) -> tuple[Path, Path]:
+    """(base, out): the tiny policy and the one-process run of its step."""
+    root = tmp_path_factory.mktemp("one")
+    save_tiny(root / "base")
+    (one,) = launch(root / "base", root / "one", 1)
     assert one["steps"][0]["rows"] == 16  # one process: 16 rows in one micro-batch, one step
-    launch(tmp_path / "base", tmp_path / "two", 2)
-    assert_same_step(tmp_path / "one", tmp_path / "two", 2)
+    assert (one["distributed_type"], one["model_class"]) == (
+        "DistributedType.NO",
+        "LlamaForCausalLM",
+    )
+    return root / "base", root / "one"
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("mode", list(MODES))
+def test_two_gloo_processes_give_one_process_first_update_and_dapo_normalizer(
+    one_process, tmp_path, mode
+):
+    base, one = one_process
+    ranks = launch(base, tmp_path / "two", 2, mode)
+    # both modes run DDP on the CPU: --use_fsdp is dropped by accelerate (module docstring)
+    assert {(r["distributed_type"], r["model_class"]) for r in ranks} == {
+        ("DistributedType.MULTI_CPU", "DistributedDataParallel")
+    }
+    assert_same_step(one, tmp_path / "two", 2)

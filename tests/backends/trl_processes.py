@@ -4,8 +4,9 @@
 Completions are a fixed function of (prompt, its occurrence in the group), not sampled, so one
 process and N processes train on the same batch; SGD (the update is lr x the gradient) so the
 update compares gradients, which AdamW's first step (~lr sign g) would hide. Each rank writes
-rank<r>.json (num_items_in_batch, its tokens, loss, processes); rank 0 writes update.pt, the
-parameters' change theta' - theta. `assert_same_step` compares a run of N processes with one
+rank<r>.json (num_items_in_batch, its tokens, loss, processes, accelerate's distributed type, the
+class the trainer wrapped the model in); rank 0 writes update.pt, the parameters' change
+theta' - theta. `assert_same_step` compares a run of N processes with one
 (tests/backends/test_trl_processes.py, tests/cluster/test_trl_tasks.py)."""
 
 from __future__ import annotations
@@ -109,11 +110,15 @@ def main(base: str, out: str, dial_name: str) -> None:
         trainer.remove_callback(PrinterCallback)
         trainer.train()
     backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
-    record = {"processes": processes, "rank": rank, "backend": backend, "steps": seen}
+    record = {"processes": processes, "rank": rank, "backend": backend, "steps": seen,
+              "distributed_type": str(trainer.accelerator.distributed_type),
+              "model_class": type(trainer.model_wrapped).__name__}  # fmt: skip
     Path(out, f"rank{rank}.json").write_text(json.dumps(record), encoding="utf-8")
+    after = trainer.accelerator.unwrap_model(trainer.model).named_parameters()
+    # a sharded (FSDP2) parameter is a DTensor: full_tensor() gathers it, a collective on every rank
+    after = {n: p.full_tensor() if hasattr(p, "full_tensor") else p for n, p in after}
     if rank == 0:
-        after = trainer.accelerator.unwrap_model(trainer.model).named_parameters()
-        update = {n: (p.detach() - before[n]) for n, p in after}
+        update = {n: (p.detach() - before[n]) for n, p in after.items()}
         torch.save(update, Path(out) / "update.pt")
 
 
