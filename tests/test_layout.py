@@ -223,13 +223,15 @@ def test_the_closed_forms_are_apart_from_the_estimator():
 
 def test_no_analysis_module_imports_torch_unless_it_trains_or_differentiates():
     """The analyses that run the estimator on tensors (the simulations, the identity, the
-    advantages of an imported run) may import torch; every other analysis is numpy/pandas."""
+    advantages of an imported run) or train and differentiate a policy (the aware sweep's cells and
+    tail kernel) may import torch; every other analysis is numpy/pandas."""
     trains = {
         "simulate",
         "length_step",
         "identity",
         "length_pressure",
         "aware_sim",
+        "aware_sweep_train",
         "estimator_theory",
     }
     heavy = []

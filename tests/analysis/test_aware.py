@@ -1,4 +1,4 @@
-"""Tests for the aware-tail analysis (analysis/aware.py) and the real-model bridge
+"""Tests for the aware-tail analysis (analysis/aware.py, aware_seeds.py) and the real-model bridge
 (analysis/aware_bridge.py), on tables whose answers are computed by hand."""
 
 from __future__ import annotations
@@ -9,19 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware import (
+from grpo_dial.analysis.aware import predicted_step, run_decomposition, run_drift, step_table
+from grpo_dial.analysis.aware_bridge import length_bridge
+from grpo_dial.analysis.aware_seeds import (
     decomposition_table,
     drift_table,
     fisher_p,
     mann_whitney_p,
-    predicted_step,
     rank_tests,
-    run_decomposition,
-    run_drift,
-    step_table,
     truncation_table,
 )
-from grpo_dial.analysis.aware_bridge import length_bridge
 from grpo_dial.core.dial import preset
 from grpo_dial.core.length_drift import tail_drift
 
@@ -211,7 +208,7 @@ def test_bridge_aware_and_blind():
 
 
 def test_summary_lines_and_figures_from_the_tables(tmp_path):
-    from grpo_dial.analysis.aware import summary_lines
+    from grpo_dial.analysis.aware_summary import summary_lines
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import aware_figure, decomposition_figure
 

@@ -10,16 +10,14 @@ import pandas as pd
 import pytest
 
 from grpo_dial.analysis.aware import (
-    QUANTITIES,
-    decomposition_table,
-    drift_table,
     predicted_step,
     run_decomposition,
     run_drift,
     step_table,
-    summary_lines,
     window_tail,
 )
+from grpo_dial.analysis.aware_seeds import QUANTITIES, decomposition_table, drift_table
+from grpo_dial.analysis.aware_summary import summary_lines
 from grpo_dial.core.dial import preset, read_arm
 from grpo_dial.core.length_drift import tail_drift
 

@@ -1,6 +1,6 @@
-"""analysis.aware: details mutation testing found unpinned (docs/development.md#mutation-testing):
-the tail's continue probability at its cap, the bootstrap's seed, the dials' order and the
-seed count reaching the summary line."""
+"""analysis.aware, aware_seeds and aware_summary: details mutation testing found unpinned
+(docs/development.md#mutation-testing): the tail's continue probability at its cap, the
+bootstrap's seed, the dials' order and the seed count reaching the summary line."""
 
 from __future__ import annotations
 
@@ -8,13 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware import (
-    DECOMPOSITION_TERMS,
-    _boot_ratio,
-    _q,
-    decomposition_table,
-    summary_lines,
-)
+from grpo_dial.analysis.aware import DECOMPOSITION_TERMS, _q
+from grpo_dial.analysis.aware_seeds import _boot_ratio, decomposition_table
+from grpo_dial.analysis.aware_summary import summary_lines
 
 
 def test_q_is_the_geometric_continue_probability_kept_inside_its_caps():
@@ -133,7 +129,7 @@ def test_run_drift_takeoff_needs_a_contrast_past_the_threshold_and_no_train_tabl
 
 
 def test_rank_tests_without_a_nonzero_value_give_nan_p():
-    from grpo_dial.analysis.aware import rank_tests
+    from grpo_dial.analysis.aware_seeds import rank_tests
 
     out = rank_tests([0.0, 0.0, np.nan])
     assert set(out) == {"n_pos", "n_neg", "sign_p", "wilcoxon_p"}
@@ -141,7 +137,7 @@ def test_rank_tests_without_a_nonzero_value_give_nan_p():
 
 
 def test_mann_whitney_of_identical_values_is_nan():
-    from grpo_dial.analysis.aware import mann_whitney_p
+    from grpo_dial.analysis.aware_seeds import mann_whitney_p
 
     assert np.isnan(mann_whitney_p([1.0, 1.0], [1.0, 1.0]))
     assert mann_whitney_p([1.0, 2.0], [3.0, 4.0]) == pytest.approx(1 / 3)  # exact, two-sided
@@ -153,7 +149,7 @@ def test_boot_ratio_from_two_seeds_each():
 
 
 def _drift_runs(u_ref: float = 0.02) -> pd.DataFrame:
-    from grpo_dial.analysis.aware import QUANTITIES
+    from grpo_dial.analysis.aware_seeds import QUANTITIES
 
     extra = {"tail_estimate_base": 3.0, "tail_compute_base": 1.0, "tail_wrong_base": 2.0,
              "tail_correct_base": 1.5, "truncation_last": 0.0, "grad_norm": 1.0,
@@ -168,7 +164,7 @@ def _drift_runs(u_ref: float = 0.02) -> pd.DataFrame:
 
 
 def test_drift_table_min_max_seeded_ratio_and_a_zero_reference():
-    from grpo_dial.analysis.aware import drift_table
+    from grpo_dial.analysis.aware_seeds import drift_table
 
     t = drift_table(_drift_runs(), n_boot=100)
     again = drift_table(_drift_runs(), n_boot=100)
@@ -181,7 +177,7 @@ def test_drift_table_min_max_seeded_ratio_and_a_zero_reference():
 
 
 def test_truncation_table_keeps_the_runs_order():
-    from grpo_dial.analysis.aware import truncation_table
+    from grpo_dial.analysis.aware_seeds import truncation_table
 
     runs = pd.DataFrame(
         {

@@ -1,6 +1,6 @@
-"""The aware tail's dose-response pieces (analysis/aware_sweep.py, aware_sim.push_moments, the
-bridge's informative problems): hand numbers, the closed form against Monte Carlo, and the tail
-kernel against a per-row reference."""
+"""The aware tail's dose-response pieces (analysis/aware_sweep.py, aware_sweep_train.py,
+aware_sim.push_moments, the bridge's informative problems): hand numbers, the closed form against
+Monte Carlo, and the tail kernel against a per-row reference."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from grpo_dial.analysis.aware_bridge import bridge_sources, length_bridge
 from grpo_dial.analysis.aware_sim import push_moments
 from grpo_dial.analysis.aware_sweep import (
     LEVELS,
-    base_responses,
     dose_fit,
     dose_table,
     level_awareness,
     sgd_prediction,
     sgd_rate,
+)
+from grpo_dial.analysis.aware_sweep_train import (
+    base_responses,
     special_mass,
     tail_kernel,
     train_cell,
@@ -113,7 +115,7 @@ def test_dose_table_tests_take_offs_against_the_blind_level():
 
 
 def test_dose_markdown_prints_the_tables_numbers():
-    from grpo_dial.analysis.aware_sweep import dose_markdown
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
 
     runs = _dose_runs()
     dose = dose_table(runs.assign(optimizer=np.where(runs["seed"] < 4, "sgd", "adamw")))

@@ -5,16 +5,12 @@ Levels (LEVELS): the mode's accuracies (P(right | "="), P(right | "~")) = (0.5, 
 a = 1 - 2 P(right | "~") = 0, 0.2, 0.4, 0.6, 0.8 (data/tasks/aware.py). Each level trains every arm
 of the config from the same base policy, with SGD and with AdamW, one seed per run.
 
-The base policy at step 0 (`base_responses`): responses of the base sampled as the trainer
-samples them (the task's forced cores). `special_mass` is the softmax mass the sampler masks
-(pad, bos, unk; policy/rollout/sample.py) at the tokens it drew.
-
-SGD through the transformer (`tail_kernel`, `sgd_prediction`). A mode's tail parameter on the
-transformer is its continue logit l = log P(continue) - log P(EOS) (the sampler's distribution),
-averaged over the decision positions of that mode's responses (each tail token and the stop);
-J_m = dl_m / dw (w: every weight) at the base. If every position of mode m moved with J_m, the
-surrogate's gradient would be J_~ g_~ + J_= g_= (g_m: the tabular gradient of theta_m), and one
-SGD step would move the tails by
+SGD through the transformer (aware_sweep_train.tail_kernel, `sgd_prediction`). A mode's tail
+parameter on the transformer is its continue logit l = log P(continue) - log P(EOS) (the sampler's
+distribution), averaged over the decision positions of that mode's responses (each tail token
+and the stop); J_m = dl_m / dw (w: every weight) at the base. If every position of mode m moved
+with J_m, the surrogate's gradient would be J_~ g_~ + J_= g_= (g_m: the tabular gradient of
+theta_m), and one SGD step would move the tails by
 
     dtheta_~ = lr (K_ee E[u_w] + K_ec E[u_c]),   dtheta_= = lr (K_ec E[u_w] + K_cc E[u_c]),
 
@@ -39,26 +35,29 @@ coordinate: S lr snr / sqrt(1 + snr^2) per mode.
 The tail-frozen control (FROZEN): the reference arm's sampling and rewards with zero loss weight
 on the tail. The task's core is forced and already weighted 0 (data/tasks/aware.py), so no token
 keeps a weight: the gradient is 0, and SGD and AdamW (weight decay 0, no KL) take a zero step, which
-`train_cell` runs as learning rate 0 (the same update; the step's grad_norm is still logged). It is
-trained once, with AdamW at REFERENCE_LEVEL (a zero step depends on neither), and predicted 0: what
-its tails do is what the measure does without any update, so every other arm's common drift
-(d_common) beyond it is the updates' own.
+aware_sweep_train.train_cell runs as learning rate 0 (the same update; the step's grad_norm is
+still logged). It is trained once, with AdamW at REFERENCE_LEVEL (a zero step depends on
+neither), and predicted 0: what its tails do is what the measure does without any update, so every
+other arm's common drift (d_common) beyond it is the updates' own.
 
 `dose_table`: per optimizer, level, arm and quantity, the seed mean with its 90 % t interval, the
 sign and Wilcoxon tests over seeds, the take-offs with Fisher's p against the same arm and
 optimizer at a = 0, beside the predictions; `dose_fit` the measured-on-predicted slope, R^2 and
-Spearman's rank correlation over levels and arms per optimizer.
+Spearman's rank correlation over levels and arms per optimizer; its markdown:
+analysis/aware_sweep_summary.py. The transformer's parts (the base policy, the kernel, a cell's
+training): analysis/aware_sweep_train.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_dial.analysis.aware import STEP_COLUMNS, fisher_p, rank_tests, run_drift, step_table
+from grpo_dial.analysis.aware import STEP_COLUMNS, run_drift
+from grpo_dial.analysis.aware_seeds import fisher_p, rank_tests
 from grpo_dial.analysis.seed_stats import r_squared, t_interval
 
 LEVELS = {
@@ -83,111 +82,6 @@ def level_awareness(level: str, estimate_rate: float = 0.5) -> tuple[float, floa
         compute_accuracy=compute, estimate_accuracy=estimate, estimate_rate=estimate_rate
     ).awareness()
     return aw.p, aw.awareness
-
-
-# --------------------------------------------------------------------------- the base policy
-
-
-def base_responses(
-    model, tokenizer, task, problems, samples: int, max_new_tokens: int, temperature: float,
-    generator, rng: np.random.Generator,
-):  # fmt: skip
-    """(rollouts, table): `samples` responses to each problem from the base policy, the task's
-    forced cores drawn with `rng`, as a run's responses table at step 0 (first round)."""
-    import torch
-
-    from grpo_dial.policy.rollout import forced, generate_groups
-
-    prefixes = forced.draw_prefixes(task, problems, samples, rng)
-    with torch.no_grad():
-        r = generate_groups(model, tokenizer, problems, samples, max_new_tokens, temperature,
-                            generator, prefixes=prefixes)  # fmt: skip
-    verdicts = [task.verify(p, t, f) for p, t, f in zip(r.problems, r.texts, r.finished.tolist(),
-                                                         strict=True)]  # fmt: skip
-    splits = [task.length_split(p, t) for p, t in zip(r.problems, r.texts, strict=True)]
-    table = pd.DataFrame(
-        {
-            "step": 0, "group": r.group_ids.cpu().numpy(),
-            "prompt_id": [p.prompt_id for p in r.problems],
-            "difficulty": [p.difficulty for p in r.problems],
-            "reward": [float(v.correct) for v in verdicts],
-            "length": [len(t) for t in r.texts],
-            "tokens": r.response_lengths.cpu().numpy(),
-            "truncated": [bool(v.truncated) for v in verdicts],
-            "work": [s.work for s in splits], "redundant": [s.redundant for s in splits],
-            "resample_round": 0, "prefix": list(prefixes or [""] * len(r)),
-        }
-    )  # fmt: skip
-    return r, table
-
-
-def _forward(model, r):
-    """Logits (N, T, V) predicting each response token of rollouts r, with the gradient."""
-    import torch
-
-    ids = torch.cat([r.prompt_ids, r.response_ids], 1)  # (N, P + T)
-    mask = torch.cat([r.prompt_mask, r.response_mask], 1)
-    pos = (mask.cumsum(1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-    p = r.prompt_ids.shape[1]
-    return logits[:, p - 1 : -1]  # (N, T, V): row t predicts response token t
-
-
-def special_mass(model, tokenizer, r) -> float:
-    """Mean over the responses' sampled tokens of the softmax mass on the ids the sampler
-    masks (policy/rollout/sample.banned_ids): what its distribution differs from the policy's."""
-    import torch
-
-    from grpo_dial.policy.rollout.sample import banned_ids, eos_ids
-
-    banned = banned_ids(tokenizer, eos_ids(model, tokenizer))
-    if not banned:
-        return 0.0
-    with torch.no_grad():
-        probs = torch.softmax(_forward(model, r).float(), -1)[..., banned].sum(-1)  # (N, T)
-    return float(probs[r.response_mask.bool()].mean())
-
-
-def _decisions(r) -> np.ndarray:
-    """(N, T) bool: the positions where the policy decides to continue the tail or stop (after
-    the forced core, up to and including the last generated token)."""
-    t = np.arange(r.response_mask.shape[1])[None, :]  # (1, T)
-    forced = np.zeros(len(r)) if r.forced is None else r.forced.cpu().numpy()
-    return (t >= forced[:, None]) & r.response_mask.cpu().numpy().astype(bool)
-
-
-def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
-    """One row: K_ee, K_ec, K_cc, k_diff (module docstring) and each J's L1 norm (an Adam step that
-    moves every weight by lr along sign(J) moves the tail logit by lr |J|_1) from the first `rows`
-    responses of r, and the decision positions behind each mode's J."""
-    import torch
-
-    from grpo_dial.policy.rollout.sample import banned_ids, eos_ids
-
-    r = r.select(torch.arange(min(rows, len(r))))
-    eos = eos_ids(model, tokenizer)
-    keep = [i for i in range(model.config.vocab_size)
-            if i not in set(eos) | set(banned_ids(tokenizer, eos))]  # fmt: skip
-    mode = np.array([(p or " ")[0] for p in r.prefixes])  # (N,)
-    decide = _decisions(r)  # (N, T)
-    params = [p for p in model.parameters() if p.requires_grad]
-    grads, counts = {}, {}
-    for name, m in (("e", "~"), ("c", "=")):
-        sel = torch.tensor(decide & (mode == m)[:, None])  # (N, T)
-        counts[name] = int(sel.sum())
-        if not counts[name]:
-            return pd.DataFrame([dict.fromkeys(("k_ee", "k_ec", "k_cc", "k_diff"), np.nan)])
-        logits = _forward(model, r).float()  # (N, T, V)
-        cont = torch.logsumexp(logits[..., keep], -1) - torch.logsumexp(logits[..., eos], -1)
-        g = torch.autograd.grad(cont[sel].mean(), params)
-        grads[name] = torch.cat([x.reshape(-1) for x in g]).double()
-    e, c = grads["e"], grads["c"]
-    return pd.DataFrame(
-        [{"k_ee": float(e @ e), "k_ec": float(e @ c), "k_cc": float(c @ c),
-          "k_diff": float((e - c) @ (e - c)), "l1_estimate": float(e.abs().sum()),
-          "l1_compute": float(c.abs().sum()), "positions_estimate": counts["e"],
-          "positions_compute": counts["c"]}]
-    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- predictions
@@ -259,52 +153,6 @@ def push_snr(dial, options: Mapping, base: pd.DataFrame, train: Mapping,
         groups=int(train["prompts_per_step"]), group_size=int(train["group_size"]),
         batches=batches, seed=0,
     )  # fmt: skip
-
-
-# --------------------------------------------------------------------------- training
-
-
-def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Sequence[int],
-               pool: int, pool_seed: int, device: str = "cpu", frozen: bool = False
-               ) -> pd.DataFrame:  # fmt: skip
-    """Every seed of `arm` trained for train['steps'] steps from the base in this process, with
-    the trainer's own step (train.loop.run_step; no evaluation, probe or checkpoint): the
-    runs' step tables (analysis/aware.step_table) with the step's grad_norm and the seed.
-    frozen: the tail-frozen control, every step taken at learning rate 0 (module docstring)."""
-    from dataclasses import replace
-
-    from grpo_dial.data.tasks import task_from_spec
-    from grpo_dial.policy.model import load_policy
-    from grpo_dial.train import loop
-    from grpo_dial.train import records as rec
-    from grpo_dial.train.config import TrainConfig
-
-    task = task_from_spec(task_spec)
-    problems = task.problems("train", pool, pool_seed)
-    heldout = task.problems("heldout", 1, pool_seed)
-    out = []
-    for seed in seeds:
-        config = TrainConfig(
-            **{**train, "identity_every": 0, "eval_every": 0, "progress": False},
-            train_pool=pool,
-            pool_seed=pool_seed,
-            seed=int(seed),
-            device=device,
-        )
-        config = replace(config, allocation=arm.allocation)
-        model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
-        run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
-        if frozen:
-            for group in run.optimizer.param_groups:
-                group["lr"] = 0.0
-        for step in range(1, config.steps + 1):
-            loop.run_step(run, task, arm.dial, config, step)
-        frames = rec.to_frames(run.records, loop.table_columns())
-        steps = step_table(frames["responses"]).merge(
-            frames["steps"][["step", "grad_norm"]], on="step", how="left"
-        )
-        out.append(steps.assign(seed=int(seed)))
-    return pd.concat(out, ignore_index=True)
 
 
 # --------------------------------------------------------------------------- tables
@@ -437,69 +285,8 @@ def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(FIT_COLUMNS))
 
 
-def _p(x) -> str:
-    return "n/a" if pd.isna(x) else f"{x:.2g}"
-
-
-def _cell(r) -> str:
-    """One quantity over seeds: mean [90 %], or the seeds' range below 3 seeds."""
-    from grpo_dial.analysis.summary_format import over_seeds, signed
-
-    return over_seeds(r["mean"], r["lo"], r["hi"], r["n_seeds"], r["min"], r["max"], signed,
-                      digits=2)  # fmt: skip
-
-
-def _predicted(row, optimizer: str) -> str:
-    """The prediction beside a measured cell: the SGD closed form, or Adam's SNR (and drift)."""
-    if optimizer == "sgd":
-        return f"{row['predicted']:+.2f}"
-    return f"{row['snr']:.2f} ({row['adam_tabular']:+.2f})"
-
-
-def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "") -> str:
-    """aware_sweep/summary.md: per optimizer, a table of each level and arm's measured contrast
-    and wrong-mode drift in tokens (90 % over seeds, sign and Wilcoxon p) beside the prediction
-    (the SGD closed form through the kernel, in tokens; under Adam the push's SNR and one Adam
-    coordinate's drift), the common drift d_common in log(1 + T) and the last window's largest
-    truncated share; then the fit of measured on predicted. Every number from `dose` and `fit`."""
-    lines = ["# The aware tail's dose-response", ""]
-    if source:
-        lines += [f"From {source}.", ""]
-    by = dose.set_index(["optimizer", "level", "dial", "quantity"])
-    for opt, g in dose.groupby("optimizer", sort=False):
-        pred = "SGD closed form" if opt == "sgd" else "SNR (one Adam coordinate)"
-        lines += [
-            f"## {opt}", "",
-            f"| a | arm | seeds | contrast, tokens | sign / Wilcoxon p | {pred} | "
-            f"wrong-mode drift, tokens | sign / Wilcoxon p | {pred} | right-mode drift, tokens "
-            "| common drift, log(1 + T) | truncated, last window (max) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]  # fmt: skip
-        for (lev, d), _ in g.groupby(["level", "dial"], sort=False):
-            c, w = by.loc[(opt, lev, d, "contrast_tokens")], by.loc[(opt, lev, d, "d_wrong_tokens")]
-            r, m = by.loc[(opt, lev, d, "d_correct_tokens")], by.loc[(opt, lev, d, "d_common")]
-
-            lines.append(
-                f"| {c['a']:.1f} | {d} | {int(c['n_seeds'])} | {_cell(c)} | {_p(c['sign_p'])} / "
-                f"{_p(c['wilcoxon_p'])} | {_predicted(c, opt)} | {_cell(w)} | {_p(w['sign_p'])} / "
-                f"{_p(w['wilcoxon_p'])} | {_predicted(w, opt)} | {_cell(r)} | {_cell(m)} | "
-                f"{100 * c['truncation_last']:.1f} % |"
-            )
-        lines.append("")
-    if len(fit):
-        lines += ["## Measured on predicted, over levels and arms", "",
-                  "| optimizer | quantity | predictor | slope | R^2 | Spearman (p) | cells |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
-        for _, f in fit.iterrows():
-            lines.append(
-                f"| {f['optimizer']} | {f['quantity']} | {f['predictor']} | {f['slope']:.3g} | "
-                f"{f['r2']:.2f} | {f['spearman']:+.2f} ({_p(f['spearman_p'])}) | {int(f['n'])} |"
-            )
-    return "\n".join(lines).rstrip() + "\n"
-
-
 __all__ = [
     "BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET",
-    "base_responses", "dose_fit", "dose_markdown", "dose_table", "level_awareness", "push_snr",
-    "sgd_prediction", "sgd_rate", "special_mass", "sweep_runs", "tail_kernel", "train_cell",
+    "dose_fit", "dose_table", "level_awareness", "push_snr", "sgd_prediction", "sgd_rate",
+    "sweep_runs",
 ]  # fmt: skip

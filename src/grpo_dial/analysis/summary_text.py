@@ -53,7 +53,7 @@ def _aware(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     form, and the real-model bridge when it ran."""
     if "aware/drift.csv" not in tables:
         return []
-    from grpo_dial.analysis.aware import summary_lines
+    from grpo_dial.analysis.aware_summary import summary_lines
 
     paths = [p for p in ("aware/drift.csv", "aware/bridge.csv") if p in tables]
     body = summary_lines(tables["aware/drift.csv"], tables.get("aware/bridge.csv"))

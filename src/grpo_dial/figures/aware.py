@@ -36,9 +36,9 @@ def aware_figure(
     names: Mapping[str, str] | None = None,
     runs: pd.DataFrame | None = None,
 ) -> plt.Figure:
-    """steps: dial, seed, step, tail_estimate, tail_compute; drift: analysis/aware.drift_table;
-    base: the base policy's step table (step 0); runs: per-seed rows (dial, contrast) drawn as
-    points when given. Dials are shown by `label(dial, names)`."""
+    """steps: dial, seed, step, tail_estimate, tail_compute; drift:
+    analysis/aware_seeds.drift_table; base: the base policy's step table (step 0); runs: per-seed
+    rows (dial, contrast) drawn as points when given. Dials are shown by `label(dial, names)`."""
     theme()
     show = partial(label, names=names)
     fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(17, 4.2))
@@ -103,8 +103,8 @@ def aware_figure(
 def decomposition_figure(
     table: pd.DataFrame, *, names: Mapping[str, str] | None = None
 ) -> plt.Figure:
-    """table: analysis/aware.decomposition_table (dial, term, mean, lo, hi). One panel per term
-    of the length change (tokens, last window - base policy), dials as rows, 90 % over seeds;
+    """table: analysis/aware_seeds.decomposition_table (dial, term, mean, lo, hi). One panel per
+    term of the length change (tokens, last window - base policy), dials as rows, 90 % over seeds;
     dials shown by `label(dial, names)`."""
     theme()
     show = partial(label, names=names)

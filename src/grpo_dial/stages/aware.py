@@ -1,12 +1,13 @@
 """Rule file aware.smk: the aware-tail runs against the closed form (issues 27, 35;
-analysis/aware.py).
+analysis/aware.py per run, aware_seeds.py over seeds).
 
 `aware_base` samples the base policy at step 0 (before any update) and measures its tangent kernel
 of the tail; `aware_summary` reads every run's responses and steps and writes the per-step table,
 the per-run (per-seed) drifts, the per-dial drift table with rank tests and predictions, the
 truncated share per window and the length decomposition in tokens. `aware_figure` draws them.
 The dose-response sweep (`aware_rates`, `aware_sweep_cell`, `aware_dose`, `aware_dose_figure`)
-trains the config's arms at each awareness level in-process (analysis/aware_sweep.py).
+trains the config's arms at each awareness level in-process (analysis/aware_sweep_train.py) and
+fits the dose-response (analysis/aware_sweep.py).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ def _task(spec: Mapping):
 def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware/base_responses.parquet (the base policy's responses at step 0, as a run's responses
     table), aware/base.csv (their one-row step table and the masked special tokens' mass) and
-    aware/kernel.csv (analysis/aware_sweep.tail_kernel)."""
+    aware/kernel.csv (analysis/aware_sweep_train.tail_kernel)."""
     import numpy as np
     import torch
 
     from grpo_dial.analysis.aware import step_table
-    from grpo_dial.analysis.aware_sweep import base_responses, special_mass, tail_kernel
+    from grpo_dial.analysis.aware_sweep_train import base_responses, special_mass, tail_kernel
     from grpo_dial.policy.model import load_policy
     from grpo_dial.stages.policy import base_model_path
 
@@ -82,15 +83,8 @@ def _snr(task_options: Mapping, arms: Mapping, base: pd.DataFrame, train: Mappin
 def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Tables aware/steps.parquet, aware/runs.csv (one row per seed), aware/drift.csv,
     aware/truncation.csv and aware/decomposition.csv."""
-    from grpo_dial.analysis.aware import (
-        decomposition_table,
-        drift_table,
-        predicted_step,
-        run_decomposition,
-        run_drift,
-        step_table,
-        truncation_table,
-    )
+    from grpo_dial.analysis.aware import predicted_step, run_decomposition, run_drift, step_table
+    from grpo_dial.analysis.aware_seeds import decomposition_table, drift_table, truncation_table
     from grpo_dial.core.dial import arm_from_fields
 
     train = params["train"]
@@ -179,9 +173,10 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/{optimizer}/{level}/{dial}.parquet: every seed of one arm trained at one
-    awareness level with one optimizer, in this one process (analysis/aware_sweep.train_cell);
+    awareness level with one optimizer, in this one process (analysis/aware_sweep_train.train_cell);
     params frozen: the tail-frozen control (the arm's sampling, learning rate 0)."""
-    from grpo_dial.analysis.aware_sweep import LEVELS, train_cell
+    from grpo_dial.analysis.aware_sweep import LEVELS
+    from grpo_dial.analysis.aware_sweep_train import train_cell
     from grpo_dial.core.dial import arm_from_fields
     from grpo_dial.stages.policy import base_model_path
 
@@ -208,14 +203,9 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/runs.csv (per seed), aware_sweep/dose.csv (per optimizer, level, arm and
     quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
     (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial."""
-    from grpo_dial.analysis.aware import truncation_table
-    from grpo_dial.analysis.aware_sweep import (
-        FROZEN,
-        dose_fit,
-        dose_markdown,
-        dose_table,
-        sweep_runs,
-    )
+    from grpo_dial.analysis.aware_seeds import truncation_table
+    from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
