@@ -181,29 +181,49 @@ def test_external_runs_come_last():
     assert summary_markdown({}).startswith("# grpo-dial: summary of this run")
 
 
-def test_the_aware_tail_section_appears_only_with_its_tables():
-    import pandas as pd
+def _aware_drift(**columns) -> pd.DataFrame:
+    """A drift table as analysis/aware_seeds.drift_table writes it: the log(1 + T) contrast and the
+    contrast in tokens per dial, with the rank tests on the log rows."""
+    base = {
+        "quantity": ["contrast", "contrast", "contrast_tokens", "contrast_tokens"],
+        "dial": ["grpo", "dr_grpo", "grpo", "dr_grpo"], "n_seeds": [5, 5, 5, 5],
+        "mean": [1.56, -0.03, 18.5, 0.13], "lo": [0.25, -0.12, 2.1, -0.4],
+        "hi": [2.43, 0.05, 34.8, 0.6], "min": np.nan, "max": np.nan,
+        "sign_p": [0.0625, 1.0, np.nan, np.nan], "wilcoxon_p": [0.1, 0.8125, np.nan, np.nan],
+        "n_up": [3, 0, 0, 0], "n_down": [0, 0, 0, 0],
+        "takeoff_p": [0.0833, np.nan, np.nan, np.nan], "truncation_last": [0.031, 0.0, 0.0, 0.0],
+        "ratio_sgd": [1.0, 0.0, 1.0, 0.0], "ratio_snr": [1.0, 0.02, 1.0, 0.0],
+    }  # fmt: skip
+    return pd.DataFrame({**base, **columns})
 
+
+def test_the_aware_tail_section_appears_only_with_its_tables():
     from grpo_dial.analysis.summary_text import summary_markdown
 
-    drift = pd.DataFrame({
-        "quantity": ["contrast", "contrast", "d_wrong", "d_wrong"],
-        "dial": ["grpo", "dr_grpo", "grpo", "dr_grpo"],
-        "mean": [1.56, -0.03, 0.8, 0.0], "lo": [-1.5, -0.12, 0.1, -0.1],
-        "hi": [4.61, 0.05, 1.5, 0.1], "ratio": [1.0, 0.01, 1.0, 0.01],
-        "ratio_sgd": [1.0, 0.0, 1.0, 0.0],
-    })  # fmt: skip
     bridge = pd.DataFrame({
-        "quantity": ["auc", "pressure_wrong"], "value": [0.68, 51.0], "lo": [0.52, 15.0],
-        "hi": [0.83, 96.0],
+        "source": ["math_cot_100", "math_cot_100", "gsm8k", "gsm8k"],
+        "quantity": ["auc", "pressure_wrong"] * 2, "value": [0.68, 51.0, 0.46, -3.0],
+        "lo": [0.52, 15.0, 0.44, -9.0], "hi": [0.83, 96.0, 0.49, 2.0],
+        "n_informative": [10, np.nan, 731, np.nan], "n_problems": [100, np.nan, 1319, np.nan],
     })  # fmt: skip
     assert "## The aware tail" not in summary_markdown({})
-    text = summary_markdown({"aware/drift.csv": drift, "aware/bridge.csv": bridge})
+    text = summary_markdown({"aware/drift.csv": _aware_drift(), "aware/bridge.csv": bridge})
     section = text[text.index("## The aware tail") :]
-    assert "grpo +1.560 [-1.500, +4.610], ratio 1.00 (closed form 1.00)" in section
-    assert "dr_grpo -0.030 [-0.120, +0.050], ratio 0.01 (closed form 0.00)" in section
-    assert "AUC of length for being wrong 0.68 [0.52, 0.83]" in section
-    assert "+51 [+15, +96] characters" in section
+    assert (
+        "  - grpo: +1.56 [+0.25, +2.43], tokens +18.5 [+2.1, +34.8]; sign p 0.062, Wilcoxon p "
+        "0.1; take-offs 3 / 0 of 5 (Fisher p 0.083); truncated at most 3.1 % (last window); "
+        "closed form / GRPO: SGD 1.00, SNR 1.00\n"
+    ) in section
+    assert (
+        "  - dr_grpo: -0.03 [-0.12, +0.05], tokens +0.1 [-0.4, +0.6]; sign p 1, Wilcoxon p 0.81; "
+        "take-offs 0 / 0 of 5 (Fisher p n/a); truncated at most 0.0 % (last window); closed "
+        "form / GRPO: SGD 0.00, SNR 0.02\n"
+    ) in section
+    assert (
+        "(math_cot_100): within-group AUC of length for being wrong 0.68 [0.52, 0.83] (10 "
+        "informative problems of 100); GRPO's 1/|o| pushes wrong answers by +51 [+15, +96]"
+    ) in section
+    assert "(gsm8k): within-group AUC of length for being wrong 0.46 [0.44, 0.49] (731 " in section
     assert "[`aware/drift.csv`](aware/drift.csv), [`aware/bridge.csv`](aware/bridge.csv)" in section
 
 
@@ -224,10 +244,10 @@ def test_two_seeds_print_their_values_not_a_t_interval():
     assert (f"| alpha 0, sequence normalizer | 2 seeds: 1.00e-03, 1.00e-03 {why} | 2.00e-03 | "
             f"2 seeds: 0.2500, 0.5000 {why} |") in text  # fmt: skip
     assert f"| GRPO | 2 seeds: 2.00e-03, 4.00e-03 {why} |" in text
-    drift = pd.DataFrame({
-        "quantity": ["contrast", "contrast"], "dial": ["grpo", "dr_grpo"], "n_seeds": [2, 1],
-        "mean": [1.5, -0.03], "lo": np.nan, "hi": np.nan, "min": [1.0, -0.03],
-        "max": [2.0, -0.03],
-    })  # fmt: skip
+    drift = _aware_drift(
+        n_seeds=[2, 1, 2, 1], mean=[1.5, -0.03, 12.0, 0.1], lo=np.nan, hi=np.nan,
+        min=[1.0, -0.03, 4.0, 0.1], max=[2.0, -0.03, 20.0, 0.1],
+    )  # fmt: skip
     text = summary_markdown({"aware/drift.csv": drift})
-    assert (f"grpo 2 seeds: +1.000, +2.000 {why}; dr_grpo 1 seed: -0.030 {why}.") in text
+    assert f"  - grpo: 2 seeds: +1.00, +2.00 {why}, tokens 2 seeds: +4.0, +20.0 {why};" in text
+    assert f"  - dr_grpo: 1 seed: -0.03 {why}, tokens 1 seed: +0.1 {why};" in text
