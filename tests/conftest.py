@@ -18,22 +18,39 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 SMOKE_CORES = 2  # the smoke run's --cores: slurm_small's warm_start cpus_per_task (tests/cluster)
 
-# The longest-running test modules (a --durations run, docs/development.md#tests), longest first.
-# Under xdist they are handed out before everything else, so that no worker starts a long test
-# when the others are nearly done. A module missing here only starts later; nothing is skipped.
+# The longest-running test modules or tests (a --durations run, docs/development.md#tests), longest
+# first. Under xdist they are handed out before everything else, so that no worker starts a long
+# test when the others are nearly done. One missing here only starts later; nothing is skipped.
 SLOW_FIRST = (
-    "tests/cluster/test_slurm.py",
-    "tests/workflow/test_kill_resume.py",
-    "tests/workflow/test_policy_workflow.py",
+    "tests/cluster/test_slurm.py",  # CI: the smoke chain through sbatch, a cancel and resume
+    "tests/workflow/test_policy_workflow.py",  # the smoke_run fixture
     "tests/workflow/test_trl_workflow.py",
+    "tests/workflow/test_kill_resume.py",
+    "tests/workflow/test_workflow.py::test_analysis_rules_end_to_end",
+    "tests/workflow/test_external_workflow.py",
+    "tests/policy/test_warm_start.py",
+    "tests/workflow/test_local_base.py",
+    "tests/backends/test_trl_processes.py",
     "tests/workflow/test_real_model_smoke.py",
+    "tests/policy/test_convert.py",
+    "tests/policy/test_memory.py",
+    "tests/passrates/test_estimate.py",
     "tests/tools/test_device_check.py",
     "tests/workflow/test_workflow.py",
-    "tests/workflow/test_external_workflow.py",
-    "tests/external/test_trl_real_run.py",
-    "tests/workflow/test_local_base.py",
     "tests/workflow/test_gpu_workflow.py",
+    "tests/workflow/test_trl_gpu_dry_run.py",
+    "tests/cluster/test_cluster_check.py",
 )
+
+
+def slow_rank(nodeid: str) -> int:
+    """The place of a test in SLOW_FIRST (its own entry, else its module's), or after them all."""
+    path, _, name = nodeid.partition("::")
+    test = f"{path}::{name.split('[')[0]}"
+    for i, entry in enumerate(SLOW_FIRST):
+        if entry in (test, path):
+            return i
+    return len(SLOW_FIRST)
 
 
 @pytest.fixture(scope="session")
@@ -145,5 +162,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Without xdist the order is left alone."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    items.sort(key=lambda item: slow_rank(item.nodeid))  # stable: the shuffle stays within
