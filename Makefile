@@ -41,8 +41,14 @@ install: $(BIN)/.installed
 reproduce: $(BIN)/.installed
 	$(BIN)/snakemake --configfile $(CONFIG)
 
+# The suite across TEST_WORKERS pytest-xdist workers (one per core): the tests that share a module
+# fixture, the smoke run or the SLURM cluster stay together on one worker (tests/conftest.py), and
+# the slow modules start first; docs/development.md#tests. TEST_WORKERS=0 runs it in one process.
+# --durations=20 lists the slowest tests (CI prints them: keep that table in the docs current).
+TEST_WORKERS ?= auto
+
 test: $(BIN)/.installed-smollm $(BIN)/.installed-engines
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # The SLURM tests on a one-node cluster of this machine (root and apt-get; tests/cluster/slurm_up.sh,
 # docs/cluster.md): brought up, tested, stopped. Without root or apt-get it says so and skips.

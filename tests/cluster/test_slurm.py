@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, SMOKE_CORES
 
 from grpo_dial.stages.run import ATTEMPT_MARKER
 from grpo_dial.tools.cluster_check import query_sinfo
@@ -148,13 +148,11 @@ def wait_for_squeue_empty(run_id: str, seconds: float = 30) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def smoke_runs(cluster, tmp_path_factory) -> dict:
-    """The smoke config once locally and once through sbatch (the slurm_small profile)."""
+def smoke_runs(cluster, tmp_path_factory, request) -> dict:
+    """The smoke config through sbatch (the slurm_small profile), and the session's local run of
+    it (tests/conftest.py's smoke_run, shared with tests/workflow/test_policy_workflow.py)."""
     root = tmp_path_factory.mktemp("slurm_smoke")
-    cores = PROFILE_CPUS["warm_start"]  # the local run's threads match the allocations
-    local = snakemake("--configfile", "config/smoke.yaml", "--cores", str(cores),
-                      "--config", f"results_dir={root / 'local'}")  # fmt: skip
-    assert local.returncode == 0, local.stderr[-4000:]
+    assert SMOKE_CORES == PROFILE_CPUS["warm_start"]  # its threads match the allocations
     profile = make_profile(root / "profile", cluster["accounting"])
     start = time.perf_counter()
     run = snakemake("--configfile", "config/smoke.yaml", "--profile", str(profile),
@@ -174,7 +172,10 @@ def smoke_runs(cluster, tmp_path_factory) -> dict:
         (STATE / "e2e-note.txt").write_text(note + "\n")
     except OSError:
         pass
-    return {"root": root, "output": output, "ids": ids, "profile": profile}
+    local = request.getfixturevalue("smoke_run")  # after sbatch: another worker may be running it
+    assert local.returncode == 0, local.stderr[-4000:]
+    return {"root": root, "output": output, "ids": ids, "profile": profile,
+            "local": local.results}  # fmt: skip
 
 
 def test_smoke_config_through_sbatch_every_job_completes_with_the_local_tables(cluster, smoke_runs):
@@ -197,7 +198,7 @@ def test_smoke_config_through_sbatch_every_job_completes_with_the_local_tables(c
         run_id = re.search(r"SLURM run ID: (\S+)", output).group(1)
         assert wait_for_squeue_empty(run_id) == []
     root = smoke_runs["root"]
-    assert_same_tables(tables(root / "local"), tables(root / "slurm"))
+    assert_same_tables(tables(smoke_runs["local"]), tables(root / "slurm"))
 
 
 def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, local: Path) -> str:
@@ -262,7 +263,7 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cl
     'CANCELLED' (docs/cluster.md)."""
     root = smoke_runs["root"]
     note = cancel_and_resume(root / "slurm", smoke_runs["profile"], cluster["accounting"],
-                             root / "local")  # fmt: skip
+                             smoke_runs["local"])  # fmt: skip
     print(note)
 
 

@@ -1,15 +1,18 @@
 """The policy chain through Snakemake on a smoke config: warm start -> pass rates -> two dials ->
-analyses, and a change to one arm re-runs only that arm's jobs."""
+analyses, and a change to one arm re-runs only that arm's jobs. The chain runs once per session
+(the `smoke_run` fixture of tests/conftest.py); each test reads a part of it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import REPO, planned_jobs, snakemake
+from test_workflow import REPO, planned_jobs
 
 from grpo_dial.core.arm_names import arm_name
 
@@ -20,13 +23,29 @@ def smoke_config(results: Path) -> dict:
     return config
 
 
-@pytest.mark.workflow
-def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
-    results = tmp_path / "results"
-    config = smoke_config(results)
-    done = snakemake(tmp_path, config)
-    assert done.returncode == 0, done.stderr[-4000:]
+def snakemake_in(smoke, config: dict, config_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """snakemake in the smoke run's working directory (its metadata), with `config` written to
+    config_path (outside that directory, which other tests read)."""
+    config_path.write_text(yaml.safe_dump(config))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(smoke.workdir), "--configfile", str(config_path), "--cores", "2",
+         *args],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
 
+
+@pytest.fixture
+def smoke(smoke_run):
+    """The session's smoke run (tests/conftest.py), which must have finished cleanly."""
+    assert smoke_run.returncode == 0, smoke_run.stderr[-4000:]
+    assert smoke_run.config == smoke_config(smoke_run.results)  # the smoke config, unchanged
+    return smoke_run
+
+
+@pytest.mark.workflow
+def test_policy_chain_writes_the_base_pass_rates_and_every_arms_run(smoke):
+    results, config = smoke.results, smoke.config
     base = results / "policy" / "base"
     assert (base / "config.json").exists() and (base / "tokenizer.json").exists()
     rates = pd.read_parquet(results / "passrates" / "base_policy.parquet")
@@ -41,8 +60,14 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
         assert (run / "final" / "config.json").exists()
     assert (results / "difficulty" / "base_policy" / "summary.csv").exists()
     assert (results / "simulate" / "base_policy" / "summary.csv").exists()
+    lr = pd.read_csv(results / "train" / "dr_grpo" / "lr_calibration.csv")
+    assert np.isfinite(lr["update_norm"].iloc[0]) and lr["update_norm"].iloc[0] >= 0
 
-    # length by correctness: per-run terms, the cross-run summary, figures and summary.md
+
+@pytest.mark.workflow
+def test_policy_chain_splits_length_by_correctness_into_figures_and_summary(smoke):
+    """Per-run terms, the cross-run summary, figures and summary.md."""
+    results, config = smoke.results, smoke.config
     summary = pd.read_csv(results / "decompose" / "summary.csv")
     assert sorted(summary["dial"]) == sorted(config["dials"])
     terms = pd.read_csv(results / "decompose" / "grpo" / "seed0" / "terms.csv").set_index(
@@ -63,10 +88,12 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
         assert f"| {arm_name(dial)} | {len(config['train']['seeds'])} |" in text
     assert "## RL runs: accuracy and length by correctness" in text
     assert "## Difficulty of the pass-rate tables" in text and "| base_policy |" in text
-    lr = pd.read_csv(results / "train" / "dr_grpo" / "lr_calibration.csv")
-    assert np.isfinite(lr["update_norm"].iloc[0]) and lr["update_norm"].iloc[0] >= 0
 
-    # adaptive against uniform group sizes: equal samples per step, where they went, the figure
+
+@pytest.mark.workflow
+def test_policy_chain_compares_adaptive_with_uniform_group_sizes(smoke):
+    """Equal samples per step, where they went, the figure."""
+    results, config = smoke.results, smoke.config
     alloc = pd.read_parquet(results / "train" / "grpo_adaptive" / "seed0" / "allocation.parquet")
     budget = config["train"]["prompts_per_step"] * config["train"]["group_size"]
     assert alloc.groupby("step")["G"].sum().le(budget).all() and alloc["G"].max() <= 8
@@ -80,11 +107,14 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     by_band = pd.read_csv(results / "allocation" / "by_band.csv")
     assert set(by_band["dial"]) == {"grpo", "grpo_adaptive"}
     assert (results / "figures" / "allocation.png").stat().st_size > 10_000
-    assert "Adaptive against uniform group sizes" in text
+    assert "Adaptive against uniform group sizes" in (results / "summary.md").read_text()
 
-    # every cell of every table of the run is one value (issue 34: duplicate seeds once wrote
-    # printed pandas Series into decompose/summary.csv with exit code 0)
-    tables = [p for p in sorted(results.rglob("*")) if p.suffix in (".csv", ".parquet")]
+
+@pytest.mark.workflow
+def test_every_cell_of_every_table_of_the_smoke_run_is_one_value(smoke):
+    """Issue 34: duplicate seeds once wrote printed pandas Series into decompose/summary.csv
+    with exit code 0."""
+    tables = [p for p in sorted(smoke.results.rglob("*")) if p.suffix in (".csv", ".parquet")]
     assert len(tables) > 20
     for path in tables:
         table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
@@ -93,15 +123,21 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
             assert all(pd.api.types.is_scalar(v) for v in cells), (path, column)
             assert not any(isinstance(v, str) and "dtype:" in v for v in cells), (path, column)
 
-    # the report: every figure and summary table with its caption, in one HTML file
-    report = snakemake(tmp_path, config, "--report", str(tmp_path / "report.html"))
+
+@pytest.mark.workflow
+def test_the_report_holds_every_figure_and_summary_table_with_its_caption(smoke, tmp_path):
+    report = snakemake_in(smoke, smoke.config, tmp_path / "config.yaml", "--report",
+                          str(tmp_path / "report.html"))  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
     html = (tmp_path / "report.html").read_text(errors="replace")
     assert "decomposition.png" in html and "split exactly" in html
 
-    # change one arm: only its training job and what depends on it rerun
+
+@pytest.mark.workflow
+def test_a_change_to_one_arm_reruns_only_its_jobs_and_what_depends_on_them(smoke, tmp_path):
+    config = smoke.config
     config["dials"]["dr_grpo"]["eps"] = 1e-4
-    plan = snakemake(tmp_path, config, "-n")
+    plan = snakemake_in(smoke, config, tmp_path / "config.yaml", "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
     jobs = planned_jobs(plan.stdout)
     assert jobs.pop("train") == 1 and jobs.pop("decompose_length") == 1, jobs
@@ -109,4 +145,4 @@ def test_policy_chain_end_to_end_and_one_arm_reruns_alone(tmp_path):
     # what depends on every run (the cross-run summary and its figures) follows; nothing else
     cross_run = {"training_summary", "training_figures", "length_pressure"}
     assert set(jobs) <= cross_run | {"length_pressure_figure", "summary", "all"}, jobs
-    assert "results/train/dr_grpo/seed0" in plan.stdout.replace(str(tmp_path) + "/", "")
+    assert "results/train/dr_grpo/seed0" in plan.stdout.replace(str(smoke.workdir) + "/", "")
