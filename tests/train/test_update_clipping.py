@@ -55,12 +55,14 @@ def _loop_loss(logp, old, adv, mask, clip_low, clip_high):
 
 
 def test_asymmetric_clip_update_matches_a_token_loop():
-    """clip_low 0.05, clip_high 0.3 (clip-higher), three SGD steps on one batch: the trainer's
+    """clip_low 0.05, clip_high 0.3 (clip-higher), five SGD steps on one batch: the trainer's
     parameters equal the loop's, and some positive-advantage tokens sit between 1 + clip_low
     and 1 + clip_high on a later step, where only the upper bound 1 + clip_high keeps their
     gradient (a trainer that clipped both sides at clip_low would zero it)."""
     dial = preset("grpo").replace(clip_low=0.05, clip_high=0.3)
-    cfg = replace(CFG, lr=2.0, updates_per_batch=3)
+    # lr 0.5 and 5 updates: 7 positive-advantage tokens pass through the band on this batch
+    # (lr 2.0 and 3 updates left none once the sampler stopped drawing pad/bos/unk)
+    cfg = replace(CFG, lr=0.5, updates_per_batch=5)
     model, train, adv = _train_batch(dial, cfg)
     mask = train.response_mask
     ref = copy.deepcopy(model)
