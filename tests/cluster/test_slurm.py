@@ -155,8 +155,10 @@ def smoke_runs(cluster, tmp_path_factory, request) -> dict:
     assert SMOKE_CORES == PROFILE_CPUS["warm_start"]  # its threads match the allocations
     profile = make_profile(root / "profile", cluster["accounting"])
     start = time.perf_counter()
-    run = snakemake("--configfile", "config/smoke.yaml", "--profile", str(profile),
-                    "--config", f"results_dir={root / 'slurm'}")  # fmt: skip
+    # config/smoke.yaml alone (--replace-workflow-config), as the local smoke_run reads it (that
+    # run's --directory finds no config/config.yaml to merge it onto): the same arms and tables
+    run = snakemake("--configfile", "config/smoke.yaml", "--replace-workflow-config", "--profile",
+                    str(profile), "--config", f"results_dir={root / 'slurm'}")  # fmt: skip
     seconds = time.perf_counter() - start
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
@@ -216,7 +218,8 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     log.unlink()
     start = time.perf_counter()
     proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
-                     "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
+                     "--configfile", "config/smoke.yaml", "--replace-workflow-config",
+                     "--config", f"results_dir={results}",
                      popen=True)  # targets first: --config takes every word after it  # fmt: skip
     cancelled, deadline = None, time.time() + 1800
     while cancelled is None and proc.poll() is None and time.time() < deadline:

@@ -140,10 +140,16 @@ def test_what_the_workflow_imports_at_parse_time_has_no_torch() -> None:
     rules = "".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
     imported = sorted(set(re.findall(r"from (grpo_dial[\w.]+) import", rules)))
     assert imported == [
-        "grpo_dial.backends.trl.launch", "grpo_dial.dag", "grpo_dial.dag.inputs",
-        "grpo_dial.dag.plan", "grpo_dial.dag.resources", "grpo_dial.data.sources",
+        "grpo_dial.analysis.aware_sweep",
+        "grpo_dial.backends.trl.launch",
+        "grpo_dial.dag",
+        "grpo_dial.dag.inputs",
+        "grpo_dial.dag.plan",
+        "grpo_dial.dag.resources",
+        "grpo_dial.data.sources",
         "grpo_dial.tools.cluster_check",
-    ]  # fmt: skip  (dag.plan imports dag.schema, dag.config_checks, backends.trl.config)
+    ]  # fmt: skip  (dag.plan imports dag.schema, dag.config_checks, backends.trl.config;
+    # aware.smk reads the sweep's levels and optimizers from analysis.aware_sweep)
     code = f"import sys, {', '.join(imported)}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
