@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, SMOKE_CORES
+from conftest import REPO
 
 from grpo_dial.stages.run import ATTEMPT_MARKER
 from grpo_dial.tools.cluster_check import query_sinfo
@@ -148,17 +148,21 @@ def wait_for_squeue_empty(run_id: str, seconds: float = 30) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def smoke_runs(cluster, tmp_path_factory, request) -> dict:
-    """The smoke config through sbatch (the slurm_small profile), and the session's local run of
-    it (tests/conftest.py's smoke_run, shared with tests/workflow/test_policy_workflow.py)."""
+def smoke_runs(cluster, tmp_path_factory) -> dict:
+    """The smoke config once locally and once through sbatch (the slurm_small profile), both from
+    the repository root as a user runs it (config/smoke.yaml on the default). Not the session's
+    smoke_run: that one runs under --directory, where config/config.yaml is not merged in, and
+    the executor's jobs re-read the workflow's own config (--replace-workflow-config does not
+    reach them), so the sbatch run cannot read smoke.yaml alone."""
     root = tmp_path_factory.mktemp("slurm_smoke")
-    assert SMOKE_CORES == PROFILE_CPUS["warm_start"]  # its threads match the allocations
+    cores = PROFILE_CPUS["warm_start"]  # the local run's threads match the allocations
+    local = snakemake("--configfile", "config/smoke.yaml", "--cores", str(cores),
+                      "--config", f"results_dir={root / 'local'}")  # fmt: skip
+    assert local.returncode == 0, local.stderr[-4000:]
     profile = make_profile(root / "profile", cluster["accounting"])
     start = time.perf_counter()
-    # config/smoke.yaml alone (--replace-workflow-config), as the local smoke_run reads it (that
-    # run's --directory finds no config/config.yaml to merge it onto): the same arms and tables
-    run = snakemake("--configfile", "config/smoke.yaml", "--replace-workflow-config", "--profile",
-                    str(profile), "--config", f"results_dir={root / 'slurm'}")  # fmt: skip
+    run = snakemake("--configfile", "config/smoke.yaml", "--profile", str(profile),
+                    "--config", f"results_dir={root / 'slurm'}")  # fmt: skip
     seconds = time.perf_counter() - start
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
@@ -174,10 +178,8 @@ def smoke_runs(cluster, tmp_path_factory, request) -> dict:
         (STATE / "e2e-note.txt").write_text(note + "\n")
     except OSError:
         pass
-    local = request.getfixturevalue("smoke_run")  # after sbatch: another worker may be running it
-    assert local.returncode == 0, local.stderr[-4000:]
     return {"root": root, "output": output, "ids": ids, "profile": profile,
-            "local": local.results}  # fmt: skip
+            "local": root / "local"}  # fmt: skip
 
 
 def test_smoke_config_through_sbatch_every_job_completes_with_the_local_tables(cluster, smoke_runs):
@@ -218,8 +220,7 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     log.unlink()
     start = time.perf_counter()
     proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
-                     "--configfile", "config/smoke.yaml", "--replace-workflow-config",
-                     "--config", f"results_dir={results}",
+                     "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
                      popen=True)  # targets first: --config takes every word after it  # fmt: skip
     cancelled, deadline = None, time.time() + 1800
     while cancelled is None and proc.poll() is None and time.time() < deadline:
