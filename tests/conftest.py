@@ -97,7 +97,7 @@ def smoke_run(tmp_path_factory) -> SmokeRun:
     """The whole smoke chain (config/smoke.yaml: warm start, pass rates, three arms, analyses)
     run once per test session, whichever worker asks first; the others wait on a file lock and
     read the same folder. Tests read it and may add files beside it (a report), never change it.
-    Run as tests/cluster/test_slurm.py's local reference: --cores SMOKE_CORES, one BLAS thread."""
+    --cores SMOKE_CORES (the slurm_small profile's warm_start CPUs), one BLAS thread."""
     root = session_root(tmp_path_factory)
     workdir = root / "smoke_run"
     record = root / "smoke_run.json"
