@@ -134,13 +134,15 @@ def test_importable_without_heavy_packages() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_what_the_workflow_imports_at_parse_time_has_no_torch() -> None:
+def test_what_the_workflow_imports_at_parse_time_has_no_torch_scipy_or_pandas() -> None:
     """The rule files import these at parse time (the DAG plan, the config's checks, the
-    cluster fit, the TRL backend's translation): none may pull in torch."""
+    cluster fit, the TRL backend's translation, the aware sweep's grid): none may pull in torch,
+    scipy or pandas, which every `snakemake` call (each dry run of the tests) would then load
+    (scipy.stats alone: about a second of CPU per call)."""
     rules = "".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
     imported = sorted(set(re.findall(r"from (grpo_dial[\w.]+) import", rules)))
     assert imported == [
-        "grpo_dial.analysis.aware_sweep",
+        "grpo_dial.analysis.aware_grid",
         "grpo_dial.backends.trl.launch",
         "grpo_dial.dag",
         "grpo_dial.dag.inputs",
@@ -149,10 +151,11 @@ def test_what_the_workflow_imports_at_parse_time_has_no_torch() -> None:
         "grpo_dial.data.sources",
         "grpo_dial.tools.cluster_check",
     ]  # fmt: skip  (dag.plan imports dag.schema, dag.config_checks, backends.trl.config;
-    # aware.smk reads the sweep's levels and optimizers from analysis.aware_sweep)
-    code = f"import sys, {', '.join(imported)}; print('torch' in sys.modules)"
+    # aware.smk reads the sweep's levels and optimizers from analysis.aware_grid)
+    heavy = ("torch", "scipy", "pandas")
+    code = f"import sys, {', '.join(imported)}; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(

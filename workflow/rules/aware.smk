@@ -4,10 +4,10 @@
 # decompose.window_fraction. The dose-response sweep (analysis/aware_sweep.py) is its own target,
 # aware_dose_figure: every arm of the config at each awareness level of LEVELS, SGD and AdamW, in
 # one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml).
-from grpo_dial.analysis.aware_sweep import LEVELS as AWARE_LEVELS  # noqa: E402 (no torch)
-from grpo_dial.analysis.aware_sweep import OPTIMIZERS as AWARE_OPTIMIZERS  # noqa: E402
-from grpo_dial.analysis.aware_sweep import FROZEN as AWARE_FROZEN  # noqa: E402
-from grpo_dial.analysis.aware_sweep import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
+from grpo_dial.analysis.aware_grid import LEVELS as AWARE_LEVELS  # noqa: E402 (imports nothing)
+from grpo_dial.analysis.aware_grid import OPTIMIZERS as AWARE_OPTIMIZERS  # noqa: E402
+from grpo_dial.analysis.aware_grid import FROZEN as AWARE_FROZEN  # noqa: E402
+from grpo_dial.analysis.aware_grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
 
 AWARE_ENABLED = PLAN.aware_enabled
 AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt beside it

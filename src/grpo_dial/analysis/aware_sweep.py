@@ -1,9 +1,9 @@
 """The aware tail's dose-response: the closed form tested across awareness (issue 35).
 
-Levels (LEVELS): the mode's accuracies (P(right | "="), P(right | "~")) = (0.5, 0.5), (0.6, 0.4),
-(0.7, 0.3), (0.8, 0.2), (0.9, 0.1) at estimate rate 1/2: pass rate 1/2 and awareness
-a = 1 - 2 P(right | "~") = 0, 0.2, 0.4, 0.6, 0.8 (data/tasks/aware.py). Each level trains every arm
-of the config from the same base policy, with SGD and with AdamW, one seed per run.
+Levels (LEVELS, analysis/aware_grid.py): the mode's accuracies (P(right | "="), P(right | "~"))
+= (0.5, 0.5), (0.6, 0.4), (0.7, 0.3), (0.8, 0.2), (0.9, 0.1) at estimate rate 1/2: pass rate 1/2
+and awareness a = 1 - 2 P(right | "~") = 0, 0.2, 0.4, 0.6, 0.8 (data/tasks/aware.py). Each level
+trains every arm of the config from the same base policy, with SGD and with AdamW, one seed per run.
 
 SGD through the transformer (aware_sweep_train.tail_kernel, `sgd_prediction`). A mode's tail
 parameter on the transformer is its continue logit l = log P(continue) - log P(EOS) (the sampler's
@@ -57,20 +57,19 @@ import pandas as pd
 from scipy import stats
 
 from grpo_dial.analysis.aware import STEP_COLUMNS, run_drift
+from grpo_dial.analysis.aware_grid import (
+    BLIND_LEVEL,
+    FROZEN,
+    FROZEN_CELL,
+    LEVELS,
+    REFERENCE_LEVEL,
+)
 from grpo_dial.analysis.aware_seeds import fisher_p, rank_tests
 from grpo_dial.analysis.seed_stats import r_squared, t_interval
 
-LEVELS = {
-    "a0": (0.5, 0.5), "a20": (0.6, 0.4), "a40": (0.7, 0.3), "a60": (0.8, 0.2), "a80": (0.9, 0.1),
-}  # fmt: skip
-REFERENCE_LEVEL = "a60"  # awareness 0.6, the aware study's default
-BLIND_LEVEL = "a0"
 SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta), sizing SGD's rate
 ADAM_STEP = 0.1  # theta moved by Adam's first step if every weight moved by lr along sign(J)
 SNR_BATCHES = 2000  # Monte Carlo batches per arm and level (push_snr)
-OPTIMIZERS = ("sgd", "adamw")
-FROZEN = "tail_frozen"  # the control arm without a tail gradient (module docstring)
-FROZEN_CELL = ("adamw", REFERENCE_LEVEL)  # (optimizer, level) it is trained at
 
 
 def level_awareness(level: str, estimate_rate: float = 0.5) -> tuple[float, float]:
