@@ -54,3 +54,27 @@ def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Pa
     assert jobs["aware_frozen_cell"] == 1  # the tail-frozen control, once (AdamW, a = 0.6)
     assert [jobs.get(r) for r in ("aware_base", "aware_rates", "aware_dose")] == [1, 1, 1]
     assert "train" not in jobs  # the sweep trains in its cells, not through rule train
+
+
+@pytest.mark.parametrize(
+    ("optimizers", "cells", "problem"),
+    [
+        (["adamw"], {"adamw"}, None),
+        (["sgd"], {"sgd"}, None),
+        (["adamw", "adamw"], None, "config error at 'aware_sweep.optimizers'"),
+        (["adam"], None, "config error at 'aware_sweep.optimizers.0'"),
+    ],
+)
+def test_the_sweeps_optimizers_are_the_configs(tmp_path: Path, optimizers, cells, problem):
+    config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_small.yaml")
+    config["aware_sweep"] = {"optimizers": optimizers}
+    run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
+    if problem:
+        lines = [x for x in (run.stdout + run.stderr).splitlines() if "config error" in x]
+        assert run.returncode != 0 and len(lines) == 1 and lines[0].startswith(problem), lines
+        return
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 3  # one optimizer's cells
+    planned = {p.split("/aware_sweep/")[1].split("/")[0] for p in run.stdout.split()
+               if "/aware_sweep/" in p and p.endswith(".parquet") and "tail_frozen" not in p}
+    assert planned == cells

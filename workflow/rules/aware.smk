@@ -2,13 +2,14 @@
 # policy sampled at step 0 and every run's tail by mode against the closed form (analysis/aware.py),
 # reusing channel (the base sample's prompts, samples and seed; the reference arm) and
 # decompose.window_fraction. The dose-response sweep (analysis/aware_sweep.py) is its own target,
-# aware_dose_figure: every arm of the config at each awareness level of LEVELS, SGD and AdamW, in
+# aware_dose_figure: every arm of the config at each awareness level of LEVELS, with each optimizer
+# of aware_sweep.optimizers (SGD and AdamW), in
 # one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml).
 from grpo_dial.analysis.aware_grid import LEVELS as AWARE_LEVELS  # noqa: E402 (imports nothing)
-from grpo_dial.analysis.aware_grid import OPTIMIZERS as AWARE_OPTIMIZERS  # noqa: E402
 from grpo_dial.analysis.aware_grid import FROZEN as AWARE_FROZEN  # noqa: E402
 from grpo_dial.analysis.aware_grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
 
+AWARE_OPTIMIZERS = config["aware_sweep"]["optimizers"]  # sgd and adamw by default
 AWARE_ENABLED = PLAN.aware_enabled
 AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt beside it
 AWARE_TARGETS = ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + (

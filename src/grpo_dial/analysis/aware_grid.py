@@ -1,4 +1,5 @@
-"""The aware sweep's grid: its awareness levels, optimizers and the tail-frozen control's cell.
+"""The aware sweep's grid: its awareness levels and the tail-frozen control's cell (the
+optimizers are the config's `aware_sweep.optimizers`).
 
 A level is the pair of mode accuracies (P(right | "="), P(right | "~")); at estimate rate 1/2 its
 pass rate is 1/2 and its awareness a = 1 - 2 P(right | "~") (data/tasks/aware.py): a0 ... a80 are
@@ -13,8 +14,7 @@ LEVELS = {
 }  # fmt: skip
 REFERENCE_LEVEL = "a60"  # awareness 0.6, the aware study's default
 BLIND_LEVEL = "a0"
-OPTIMIZERS = ("sgd", "adamw")
 FROZEN = "tail_frozen"  # the control arm without a tail gradient (analysis/aware_sweep.py)
 FROZEN_CELL = ("adamw", REFERENCE_LEVEL)  # (optimizer, level) it is trained at
 
-__all__ = ["BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "OPTIMIZERS", "REFERENCE_LEVEL"]
+__all__ = ["BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL"]
