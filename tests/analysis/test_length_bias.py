@@ -15,6 +15,7 @@ from grpo_dial.analysis.arms import ANALYSIS_ARMS, LENGTH_BIAS_DEFAULT
 from grpo_dial.analysis.length_bias_summary import fit, summarize
 from grpo_dial.analysis.length_step import draw_tails, response_weights, tail_updates
 from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator, policy_loss
+from grpo_dial.core.estimator_mass import whitened_tail_drift
 
 LAMBDA_ARMS = ("lambda_pos", "lambda_neg")
 
@@ -297,3 +298,26 @@ def test_engine_arms_match_their_closed_forms():
     first = steps[(steps["step"] == 0) & (steps["awareness"] == 1)].set_index(["arm", "seed"])
     rloo, mean = (first.loc[a, "predicted_drift_wrong"] for a in ("rloo", "nostd_sequence"))
     np.testing.assert_allclose(rloo, 8 / 7 * mean)
+
+
+def test_whitening_under_the_token_normalizer_gets_its_closed_form(monkeypatch):
+    """REINFORCE++ (baseline) under DAPO's token mean, verl's default loss: the prediction is
+    estimator_mass.whitened_tail_drift's leading 1/M term at M = groups_per_batch over each
+    (seed, awareness) block, not NaN (the refusal before it was derived) and not 0."""
+    monkeypatch.setitem(
+        ANALYSIS_ARMS, "reinforce_pp_baseline",
+        {"preset": "reinforce_pp_baseline", "length_norm": "token"},
+    )  # fmt: skip
+    pool = np.random.default_rng(3).beta(0.6, 0.6, 2000)
+    config = lb.LengthBiasConfig(n_prompts=32, steps=2, seeds=(0, 1), groups_per_batch=8,
+                                 arms=("reinforce_pp_baseline",))  # fmt: skip
+    assert lb.arm_dial("reinforce_pp_baseline", config).length_norm == "token"
+    steps, prompts = lb.simulate_length_bias(pool, config)
+    first = steps[steps["step"] == 0].set_index(["seed", "awareness"])
+    for (s, aw), block in prompts.groupby(["seed", "awareness"]):  # step 0: tails 4, q = 0.8
+        d = whitened_tail_drift(block["p"].to_numpy(), 0.8, 0.8, 12, 8, "token", aw, n_groups=8)
+        assert first.loc[(s, aw), "predicted_drift_wrong"] == pytest.approx(d.wrong.mean())
+        assert first.loc[(s, aw), "predicted_drift_correct"] == pytest.approx(d.correct.mean())
+    aware = first.xs(1.0, level="awareness")
+    assert (aware["predicted_drift_wrong"] > 0).all()
+    assert (aware["predicted_drift_correct"] < 0).all()

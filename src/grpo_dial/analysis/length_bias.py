@@ -214,7 +214,8 @@ def _predict_engine(
     dial: Dial, units: pd.DataFrame, tw: np.ndarray, tc: np.ndarray, config: LengthBiasConfig
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The closed forms of OPO (constant normalizer) and of the whitening over tokens (std_power
-    0, sequence or constant normalizer), per (seed, awareness) block; None outside them."""
+    0; sequence, constant or token normalizer, the last over batches of M = groups_per_batch),
+    per (seed, awareness) block; None outside them."""
     qw, qc = 1 / (1 + np.exp(-tw)), 1 / (1 + np.exp(-tc))
     p, a = units["p"].to_numpy(), units["awareness"].to_numpy()
     pw, pc = np.empty(len(units)), np.empty(len(units))
@@ -225,14 +226,14 @@ def _predict_engine(
                        "constant", a, ddof=dial.std_ddof, eps=dial.eps,
                        baseline="length_weighted", max_length=config.max_length)  # fmt: skip
         return d.wrong, d.correct
-    if dial.std_power != 0 or dial.length_norm not in ("sequence", "constant") or (
+    if dial.std_power != 0 or dial.length_norm not in ("sequence", "constant", "token") or (
         dial.baseline not in ("mean", "none") or dial.silent != "keep"
     ):  # fmt: skip
         return None
     for idx in units.groupby(["seed", "awareness"], sort=False).indices.values():
         d = whitened_tail_drift(
             p[idx], qw[idx], qc[idx], config.core_length, config.group_size,
-            dial.length_norm, a[idx], dial.baseline, config.max_length,
+            dial.length_norm, a[idx], dial.baseline, config.max_length, config.groups_per_batch,
         )  # fmt: skip
         pw[idx], pc[idx] = d.wrong, d.correct
     return pw, pc

@@ -20,6 +20,7 @@ from grpo_dial.core.length_drift import (
     correct_tail_mean,
     inverse_length_covariance,
     tail_drift,
+    tail_mean,
     wrong_tail_mean,
 )
 
@@ -127,6 +128,21 @@ def _pmf_moments(p: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return pk @ (k * (g - k)), pk @ (k * (g - k) ** 2), pk @ ((g - k) * k**2)
 
 
+def _token_whitened(p, qw, qc, a, g, m, baseline, mu, sd, d, shape) -> TailDrift:
+    """-E[T_X] E[sum_{i on X} z_i (3 + z_i^2)] / (2 M D^2), z = (a - mu)/sd, per element."""
+    k = np.arange(g + 1)
+    pk = binom.pmf(k, g, p[:, None])  # (E, G+1)
+    plus, minus = (1 - k / g, -k / g) if baseline == "mean" else (np.ones(g + 1), np.zeros(g + 1))
+    gp, gm = ((x - mu) / sd * (3 + ((x - mu) / sd) ** 2) for x in (plus, minus))  # (G+1,)
+    pi0, pi1 = (1 + a[:, None]) / 2, (1 - a[:, None]) / 2  # P(theta_w | wrong), (.. | correct)
+    on_w = (pk * (k * pi1 * gp + (g - k) * pi0 * gm)).sum(1)  # (E,)
+    on_c = (pk * (k * (1 - pi1) * gp + (g - k) * (1 - pi0) * gm)).sum(1)
+    scale = -1 / (2 * m * d**2)
+    return TailDrift(
+        (scale * tail_mean(qw) * on_w).reshape(shape), (scale * tail_mean(qc) * on_c).reshape(shape)
+    )
+
+
 def whitened_tail_drift(
     p: ArrayLike,
     q_wrong: ArrayLike,
@@ -137,6 +153,7 @@ def whitened_tail_drift(
     awareness: ArrayLike = 1.0,
     baseline: str = "mean",
     max_length: float | None = None,
+    n_groups: int | None = None,
 ) -> TailDrift:
     """E[u_w], E[u_c] per group (before the learning rate) under REINFORCE++'s whitening over
     tokens (verl's reinforce_plus_plus(_baseline); the tail model of core.length_drift), with
@@ -161,7 +178,19 @@ def whitened_tail_drift(
     silent groups' included: under the constant normalizer that shift moves no tail in
     expectation; under the sequence normalizer it pushes every tail shorter (E[s/|o|] < 0),
     against the mean baseline's push of the wrong tail longer. A blind tail (a = 0) gets 0 with
-    the mean baseline. The token normalizer is not derived here (its finite-batch weights)."""
+    the mean baseline.
+
+    Token normalizer (DAPO's token mean; core.length_drift's scale w = M/S, S the tokens of the
+    batch's M = n_groups groups): w -> 1/D, D = mean_j D_j, a constant, so at the limit the
+    drift is 0 as under 'constant'. Its leading term is O(1/M): only a response's own tail T_i
+    covaries with its score s_i, through w, mu and sd (each moved by O(1/(M D)) per token).
+    With z = (a - mu)/sd, d(z_i w)/dT_i = -z_i (3 + z_i^2) / (2 M D^2) (w: -z; mu: -z; sd:
+    -z (z^2 - 1)/2) and Cov(s, T) = E[T] = q/(1-q), so, up to O(1/M^2),
+
+        E[u_X] = -E[T_X] E[sum_{i on X} z_i (3 + z_i^2)] / (2 M D^2)
+
+    over k and the routing. Unwhitened (z = a, mu and sd fixed) this is -E[T_X] E[N_X]/(M D^2),
+    tail_drift's token form at large M. A blind tail drifts too: E[z^3] != 0 (skewed A)."""
     arrays = np.broadcast_arrays(
         _prob(p, "p"), _prob(q_wrong, "q_wrong"), _prob(q_correct, "q_correct"),
         np.asarray(core_length, dtype=float), _prob(awareness, "awareness"),
@@ -171,10 +200,14 @@ def whitened_tail_drift(
     if ((qw <= 0) | (qw >= 1) | (qc <= 0) | (qc >= 1)).any() or not (c > 0).all():
         raise ValueError("q_wrong and q_correct must lie in (0, 1) and core_length be > 0")
     g = check_int("group_size", group_size, 2)
-    check_choice("length_norm", length_norm, ("sequence", "constant"))
+    check_choice("length_norm", length_norm, ("sequence", "constant", "token"))
     check_choice("baseline", baseline, ("mean", "none"))
     if length_norm == "constant" and not (max_length or 0) > 0:
         raise ValueError("length_norm='constant' needs max_length > 0 (L_max)")
+    if length_norm == "token":
+        if n_groups is None:
+            raise ValueError("length_norm='token' needs n_groups (M, groups per batch) >= 1")
+        m = check_int("n_groups", n_groups, 1)
     tw, tc = wrong_tail_mean(qw, qc, a), correct_tail_mean(qw, qc, a)  # (E,)
     m1, m2, m3 = _pmf_moments(p, g)
     den = g * (c + p * tc + (1 - p) * tw)
@@ -185,6 +218,8 @@ def whitened_tail_drift(
         num = sq = g * p * (c + tc)
     mu = num.mean() / den.mean()
     sd = np.sqrt(sq.mean() / den.mean() - mu**2 + 1e-8)
+    if length_norm == "token":
+        return _token_whitened(p, qw, qc, a, g, m, baseline, mu, sd, den.mean(), shape)
     if length_norm == "constant":  # E[s] = 0 given the routing: neither a nor a unit moves it
         return TailDrift(np.zeros(shape), np.zeros(shape))
     hw, hc = inverse_length_covariance(qw, c), inverse_length_covariance(qc, c)

@@ -296,24 +296,34 @@ def _own(n, a, k, c, own, other, G):
 
 
 def _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps):
-    """(2, E) E[b S_w / s_k] and E[b S_c / s_k] of the length-weighted baseline, interior k."""
+    """(2, E) E[b S_w / s_k] and E[b S_c / s_k] of the length-weighted baseline, interior k.
+    _own is linear in its counts, own(n, a, k) = a X_n + (k - a) Y_n, so the integrals X_n, Y_n
+    are taken once per n (not per k and routing) and weighted by E[a 1{n}] and E[(k - a) 1{n}]
+    (a: correct responses among the n on the tail) of each n, summed over k / s_k."""
     pk = _pmf(G, p)  # (E, G+1)
     cc = c[:, None]
     lam = _V[None, :] / (G * cc)  # (E, V)
     tw, tc = _tail_terms(lam, qw[:, None]), _tail_terms(lam, qc[:, None])
     core = np.exp(-lam * G * cc) * _VW[None, :] / (G * cc)  # (E, V) with d lambda
-    pi0, pi1, jw, jc = (1 + a) / 2, (1 - a) / 2, np.zeros(p.size), np.zeros(p.size)
+    pi0, pi1 = (1 + a) / 2, (1 - a) / 2
+    # on theta_w: n responses, m1 of them correct; so G - n on theta_c, k - m1 correct
+    cw, kw = np.zeros((p.size, G + 1)), np.zeros((p.size, G + 1))  # E[m1 1{n}], E[k 1{n}]
     for k in range(1, G):
         weight = pk[:, k] / std_factor(np.sqrt(k * (G - k) / G / max(G - ddof, 1)), eps, alpha)
         f1, f0 = _pmf(k, pi1), _pmf(G - k, pi0)  # correct / wrong responses using theta_w
         for m1 in range(k + 1):
-            for m0 in range(G - k + 1):
-                n = m1 + m0
-                w = weight * f1[:, m1] * f0[:, m0]  # (E,)
-                iw = _own(n, m1, k, cc, tw, tc, G)  # (E, V)
-                ic = _own(G - n, k - m1, k, cc, tc, tw, G)
-                jw += w * (core * iw).sum(1)
-                jc += w * (core * ic).sum(1)
+            w = (weight * f1[:, m1])[:, None] * f0  # (E, G-k+1): m0 = 0..G-k
+            cw[:, m1 : m1 + G - k + 1] += w * m1
+            kw[:, m1 : m1 + G - k + 1] += w * k
+    jw, jc = np.zeros(p.size), np.zeros(p.size)
+    for n in range(1, G + 1):  # n on theta_w: X = _own(n, 1, 1) and Y = _own(n, 0, 1)
+        xw = (core * _own(n, 1, 1, cc, tw, tc, G)).sum(1)
+        yw = (core * _own(n, 0, 1, cc, tw, tc, G)).sum(1)
+        jw += cw[:, n] * xw + (kw[:, n] - cw[:, n]) * yw
+    for n in range(0, G):  # G - n on theta_c, k - m1 of them correct
+        xc = (core * _own(G - n, 1, 1, cc, tc, tw, G)).sum(1)
+        yc = (core * _own(G - n, 0, 1, cc, tc, tw, G)).sum(1)
+        jc += (kw[:, n] - cw[:, n]) * xc + cw[:, n] * yc
     return np.stack([jw, jc])
 
 
