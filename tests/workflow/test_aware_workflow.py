@@ -75,6 +75,9 @@ def test_the_sweeps_optimizers_are_the_configs(tmp_path: Path, optimizers, cells
         return
     assert run.returncode == 0, run.stderr[-2000:]
     assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 3  # one optimizer's cells
-    planned = {p.split("/aware_sweep/")[1].split("/")[0] for p in run.stdout.split()
-               if "/aware_sweep/" in p and p.endswith(".parquet") and "tail_frozen" not in p}
+    planned = {
+        p.split("/aware_sweep/")[1].split("/")[0]
+        for p in run.stdout.split()
+        if "/aware_sweep/" in p and p.endswith(".parquet") and "tail_frozen" not in p
+    }
     assert planned == cells
