@@ -198,3 +198,21 @@ def test_bad_input_names_it():
         whitened_tail_drift(0.5, 0.5, 0.5, 4, 8, length_norm="constant")
     with pytest.raises(ValueError, match="q_wrong and q_correct must lie in \\(0, 1\\)"):
         whitened_tail_drift(0.5, 1.0, 0.5, 4, 8)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "line"),
+    [
+        ((0.5, 0.5, 0.5, 4, 8), {"length_norm": "constant"},
+         "length_norm='constant' needs max_length > 0 (L_max)"),
+        ((0.5, 0.5, 0.5, 4, 8), {"length_norm": "token"},
+         "length_norm='token' needs n_groups (M, groups per batch) >= 1"),
+        ((0.5, 0.5, 1.5, 4, 8), {}, "q_correct must lie in [0, 1] (no NaN)"),
+        ((0.5, "x", 0.5, 4, 8), {}, "q_wrong must be numeric, got 'x'"),
+    ],
+)  # fmt: skip
+def test_each_refusal_word_for_word(args, kwargs, line):
+    """The whole line (make mutate: a changed word or a swapped name survived a `match`)."""
+    with pytest.raises(ValueError) as err:
+        whitened_tail_drift(*args, **kwargs)
+    assert str(err.value) == line
