@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make reproduce   creates .venv, installs grpo-dial, runs the whole pipeline (embedded default)
-#   make test        creates .venv, installs grpo-dial with test extras, runs the test suite
+#   make test        creates .venv, installs grpo-dial with test extras, runs the tests but the
+#                    slow end-to-end chains and the SLURM ones (make test-all: every test, as CI)
 # TORCH picks the torch requirement installed first; torch==2.13.0 is a CPU wheel on this
 # project's machines. Any torch>=2.4 works (e.g. `make test TORCH=torch` for the newest release).
 
@@ -10,7 +11,7 @@ TORCH ?= torch==2.13.0
 CONFIG ?= config/config.yaml
 BIN := $(VENV)/bin
 
-.PHONY: install reproduce test test-slurm lint mutate clean
+.PHONY: install reproduce test test-all test-slurm lint mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
@@ -47,7 +48,12 @@ reproduce: $(BIN)/.installed
 # --durations=20 lists the slowest tests (CI prints them: keep that table in the docs current).
 TEST_WORKERS ?= auto
 
+# make test: every test but the `slow` end-to-end chains and the `slurm` ones (under 10 minutes on
+# 2 cores); make test-all: every test (CI, with the SLURM test cluster up: .ci/run).
 test: $(BIN)/.installed-smollm $(BIN)/.installed-engines
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 -m "not slow and not slurm"
+
+test-all: $(BIN)/.installed-smollm $(BIN)/.installed-engines
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # The SLURM tests on a one-node cluster of this machine (root and apt-get; tests/cluster/slurm_up.sh,

@@ -11,6 +11,7 @@ from test_workflow import REPO, snakemake
 from grpo_dial.tools.cli import main
 
 
+@pytest.mark.slow
 @pytest.mark.workflow
 def test_trl_and_verl_runs_go_through_the_pipeline_to_the_report(tmp_path):
     trl = write_trl_run(tmp_path / "trl_out")

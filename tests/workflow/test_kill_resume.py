@@ -164,11 +164,13 @@ def _kill_and_resume(tmp_path: Path, steps: int, n_kills: int) -> str:
     return where
 
 
+@pytest.mark.slow
 @pytest.mark.workflow
 def test_sigkilled_training_resumes_to_the_uninterrupted_tables(tmp_path):
     _kill_and_resume(tmp_path, steps=6, n_kills=2)
 
 
+@pytest.mark.slow
 @pytest.mark.workflow
 @pytest.mark.skipif(
     os.environ.get("GRPO_DIAL_LONG_KILL_TEST") != "1",

@@ -125,7 +125,7 @@ def policy_dir(name: str, bpe_llama: Path) -> Path:
     return converted_smollm() if name == "smollm2" else bpe_llama
 
 
-POLICIES = ["bpe_llama", pytest.param("smollm2", marks=needs_smollm)]
+POLICIES = ["bpe_llama", pytest.param("smollm2", marks=[needs_smollm, pytest.mark.slow])]
 
 
 @pytest.mark.parametrize("name", POLICIES)

@@ -62,6 +62,7 @@ def embedded(html: str, filename: str) -> bytes:
     return base64.b64decode(uri.group(1))
 
 
+@pytest.mark.slow
 @pytest.mark.workflow
 def test_smoke_chain_on_the_trl_backend_writes_the_own_backends_outputs(tmp_path):
     pytest.importorskip("trl")

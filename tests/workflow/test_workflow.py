@@ -407,6 +407,7 @@ def test_rule_download_fetches_each_file_checked_and_atomically(tmp_path, shared
     assert "offline: true: not downloading file://" in log.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.workflow
 def test_analysis_rules_end_to_end(tmp_path, shared_data):
     results = tmp_path / "results"
