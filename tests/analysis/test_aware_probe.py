@@ -128,7 +128,7 @@ def test_probe_table_by_hand():
                          "correct": v["correct"][b], "contrast": v["wrong"][b] - v["correct"][b],
                          "grad_norm": [0.5, 2.0, 4.0, 1.0][b]})  # fmt: skip
     pred = pd.DataFrame({"level": "a60", "dial": ["grpo", "other"], "wrong": [0.4, 0.2],
-                         "correct": [0.2, 0.15]})  # fmt: skip
+                         "correct": [0.2, 0.2]})  # fmt: skip
     t = probe_table(pd.DataFrame(rows), pred, "grpo", grad_clip=1.0)
     assert list(t.columns) == PROBE_COLUMNS and len(t) == 6
     t = t.set_index(["dial", "quantity"])
@@ -149,7 +149,30 @@ def test_probe_table_by_hand():
     assert o["ratio_reference"] == pytest.approx(ratio)
     assert o["ratio_reference_se"] == pytest.approx((z - ratio * y).std(ddof=1) / 2 / y.mean())
     assert o["predicted_ratio_reference"] == pytest.approx(0.5)
+    assert math.isnan(t.loc[("other", "contrast"), "ratio"])  # predicted 0: no ratio
+    assert t.loc[("other", "contrast"), "predicted_ratio_reference"] == 0.0
     assert t.loc[("grpo", "wrong"), "ratio_reference"] == pytest.approx(1.0)
+
+
+def test_probe_markdown_prints_the_tables_numbers():
+    from grpo_dial.analysis.aware_sweep import dose_fit
+    from grpo_dial.analysis.aware_sweep_summary import probe_markdown
+
+    rows = []
+    for lev, a, shift in (("a0", 0.0, 0.0), ("a60", 0.6, 0.002), ("a80", 0.8, 0.003)):
+        for b in range(3):
+            rows.append({"level": lev, "a": a, "dial": "grpo", "batch": b, "wrong": 0.1 + shift,
+                         "correct": 0.1 - 0.001 * b, "contrast": shift + 0.001 * b,
+                         "grad_norm": 0.2})  # fmt: skip
+    pred = pd.DataFrame({"level": ["a0", "a60", "a80"], "dial": "grpo",
+                         "wrong": [0.1, 0.103, 0.104], "correct": [0.1, 0.1, 0.1]})  # fmt: skip
+    table = probe_table(pd.DataFrame(rows), pred, "grpo", grad_clip=1.0)
+    text = probe_markdown(table, dose_fit(table))
+    row = next(line for line in text.splitlines() if line.startswith("| 0.6 | grpo | 3 |"))
+    c = table.set_index(["level", "quantity"]).loc[("a60", "contrast")]
+    assert f"| {1e3 * c['mean']:+.2f} [{1e3 * c['lo']:+.2f}, {1e3 * c['hi']:+.2f}] | +3.00 |" in row
+    assert row.endswith("| +1.00 +- 0.00 | +1.00 | 0 % |")
+    assert "| contrast | " in text and "| 3 |" in text.splitlines()[-1]
 
 
 def test_probe_table_names_a_missing_column():

@@ -238,6 +238,7 @@ rule aware_probe:
     output:
         probe=f"{RESULTS}/aware_sweep/probe.csv",
         fit=f"{RESULTS}/aware_sweep/probe_fit.csv",
+        batches=f"{RESULTS}/aware_sweep/probe_batches.csv",
     log:
         f"{RESULTS}/logs/aware_sweep/aware_probe.log",
     benchmark:

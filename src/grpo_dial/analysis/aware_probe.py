@@ -46,6 +46,11 @@ PROBE_COLUMNS = (
 ).split()
 
 
+def _ratio(x: float, y: float) -> float:
+    """x / y, NaN where y is 0 or not finite (Dr. GRPO's exact-0 prediction)."""
+    return x / y if y != 0 and math.isfinite(y) else math.nan
+
+
 def mode_moves(grad, j_wrong, j_correct) -> tuple[float, float]:
     """(dtheta_~, dtheta_=) per unit lr of the SGD step -lr grad: (-J_~ . grad, -J_= . grad)."""
     return -float(j_wrong @ grad), -float(j_correct @ grad)
@@ -99,7 +104,8 @@ def probe_table(batches: pd.DataFrame, predicted: pd.DataFrame, reference: str,
     """PROBE_COLUMNS per (level, dial, quantity) from `batches` (level, a, dial, batch, wrong,
     correct, contrast, grad_norm: probe_batches' rows with the cell's keys) and `predicted`
     (level, dial, wrong, correct: sgd_prediction's step_wrong / step_correct); module docstring.
-    ratio: mean / predicted; the reference ratios NaN where `reference` was not probed."""
+    ratio: mean / predicted (NaN where the prediction is 0); the reference ratios NaN where
+    `reference` was not probed."""
     need = {"level", "a", "dial", "batch", *QUANTITIES, "grad_norm"}
     if missing := sorted(need - set(batches.columns)):
         raise ValueError(f"probe batches lack column(s) {missing}")
@@ -120,15 +126,15 @@ def probe_table(batches: pd.DataFrame, predicted: pd.DataFrame, reference: str,
             ratio, ratio_se, pred_ratio = math.nan, math.nan, math.nan
             if len(ref):
                 y = ref[q].reindex(g["batch"]).to_numpy(dtype=float)
-                ratio = s.mean / float(np.nanmean(y))
-                ratio_se = float(np.nanstd(x - ratio * y, ddof=1) / np.sqrt(s.n)
-                                 / abs(np.nanmean(y)))  # fmt: skip
+                ratio = _ratio(s.mean, float(np.nanmean(y)))
+                ratio_se = _ratio(float(np.nanstd(x - ratio * y, ddof=1) / np.sqrt(s.n)),
+                                  abs(float(np.nanmean(y))))  # fmt: skip
                 if (lev, reference) in pred.index:
-                    pred_ratio = p / float(pred.loc[(lev, reference), q])
+                    pred_ratio = _ratio(p, float(pred.loc[(lev, reference), q]))
             rows.append(
                 {"optimizer": "sgd", "level": lev, "a": float(g["a"].iloc[0]), "dial": d,
                  "quantity": q, "n_batches": s.n, "mean": s.mean, "se": sd / np.sqrt(s.n),
-                 "sd": sd, "lo": s.lo, "hi": s.hi, "predicted": p, "ratio": s.mean / p,
+                 "sd": sd, "lo": s.lo, "hi": s.hi, "predicted": p, "ratio": _ratio(s.mean, p),
                  "clipped_mean": float(np.nanmean(x * g["scale"].to_numpy())),
                  "grad_norm": float(np.nanmean(g["grad_norm"])),
                  "clip_share": float(np.mean(g["scale"] < 1)), "ratio_reference": ratio,

@@ -211,10 +211,11 @@ KERNEL_CHECK = ("k_ee", "k_ec", "k_cc", "k_diff")
 
 
 def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """aware_sweep/probe.csv and probe_fit.csv: every arm's expected one-step SGD move of each
-    mode's tail at the base policy, measured through the transformer over `batches` batches per
-    level, beside the closed form through the kernel (analysis/aware_probe.py). The J are
-    recomputed from rule aware_base's own sample and checked against aware/kernel.csv."""
+    """aware_sweep/probe.csv, probe_fit.csv and probe_batches.csv (one row per batch): every
+    arm's expected one-step SGD move of each mode's tail at the base policy, measured through the
+    transformer over `batches` batches per level, beside the closed form through the kernel
+    (analysis/aware_probe.py). The J are recomputed from rule aware_base's own sample and
+    checked against aware/kernel.csv."""
     import numpy as np
 
     from grpo_dial.analysis.aware_probe import predictions, probe_batches, probe_table
@@ -254,10 +255,11 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
             log.info("probe %s %s: contrast %.3g +- %.2g", level, d, rows["contrast"].mean(),
                      rows["contrast"].std() / np.sqrt(len(rows)))  # fmt: skip
     pred = predictions({d: a.dial for d, a in arms.items()}, base, kernel, LEVELS, options, train)
-    table = probe_table(pd.concat(frames, ignore_index=True), pred, params["reference"],
-                        train.get("grad_clip"))  # fmt: skip
+    batches = pd.concat(frames, ignore_index=True)
+    table = probe_table(batches, pred, params["reference"], train.get("grad_clip"))
     fit = dose_fit(table)
     log.info("one-step probe:\n%s", table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    write_table(batches, output["batches"])
     write_table(table, output["probe"])
     write_table(fit, output["fit"])
 
@@ -265,10 +267,11 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
 def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/runs.csv (per seed), aware_sweep/dose.csv (per optimizer, level, arm and
     quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
-    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial."""
+    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial; summary.md
+    with the one-step probe's tables after the dose's (input probe, when given)."""
     from grpo_dial.analysis.aware_seeds import truncation_table
     from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown, probe_markdown
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
@@ -290,8 +293,12 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         seeds = sorted(set(runs["seed"]))
         source = (f"aware_sweep/dose.csv and fit.csv, seeds {seeds[0]}-{seeds[-1]}, "
                   f"{int(params['train']['steps'])} steps")  # fmt: skip
+        text = dose_markdown(dose, fit, source)
+        if "probe" in input.keys():
+            probe = probe_markdown(read_table(input["probe"]), read_table(input["probe_fit"]))
+            text = f"{text}\n{probe}"
         with open(output["summary"], "w") as f:
-            f.write(dose_markdown(dose, fit, source))
+            f.write(text)
 
 
 def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
