@@ -223,8 +223,8 @@ def test_the_closed_forms_are_apart_from_the_estimator():
 
 def test_no_analysis_module_imports_torch_unless_it_trains_or_differentiates():
     """The analyses that run the estimator on tensors (the simulations, the identity, the
-    advantages of an imported run) or train and differentiate a policy (the aware sweep's cells and
-    tail kernel) may import torch; every other analysis is numpy/pandas."""
+    advantages of an imported run) or train and differentiate a policy (the aware sweep's cells,
+    tail kernel and one-step probe) may import torch; every other analysis is numpy/pandas."""
     trains = {
         "simulate",
         "length_step",
@@ -232,6 +232,7 @@ def test_no_analysis_module_imports_torch_unless_it_trains_or_differentiates():
         "length_pressure",
         "aware_sim",
         "aware_sweep_train",
+        "aware_probe",
         "estimator_theory",
     }
     heavy = []

@@ -53,6 +53,7 @@ def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Pa
     assert jobs["aware_sweep_cell"] == 2 * 5 * 3
     assert jobs["aware_frozen_cell"] == 1  # the tail-frozen control, once (AdamW, a = 0.6)
     assert [jobs.get(r) for r in ("aware_base", "aware_rates", "aware_dose")] == [1, 1, 1]
+    assert jobs.get("aware_probe") == 1  # the one-step probe, read by aware_dose
     assert "train" not in jobs  # the sweep trains in its cells, not through rule train
 
 

@@ -4,7 +4,8 @@
 # decompose.window_fraction. The dose-response sweep (analysis/aware_sweep.py) is its own target,
 # aware_dose_figure: every arm of the config at each awareness level of LEVELS, with each optimizer
 # of aware_sweep.optimizers (SGD and AdamW), in
-# one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml).
+# one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml), and the one-step
+# probe at the base policy (aware_probe, read by aware_dose).
 from grpo_dial.analysis.aware_grid import LEVELS as AWARE_LEVELS  # noqa: E402 (imports nothing)
 from grpo_dial.analysis.aware_grid import FROZEN as AWARE_FROZEN  # noqa: E402
 from grpo_dial.analysis.aware_grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
@@ -226,6 +227,37 @@ rule aware_frozen_cell:
         "../scripts/stage.py"
 
 
+rule aware_probe:
+    """Every arm's expected one-step SGD move of each mode's tail at the base policy, measured
+    through the transformer at every level, beside the closed form through the kernel."""
+    input:
+        **({"model": BASE_MODEL} if BASE_MODEL else {}),
+        **TASK_INPUTS,
+        base=f"{RESULTS}/aware/base.csv",
+        kernel=f"{RESULTS}/aware/kernel.csv",
+    output:
+        probe=f"{RESULTS}/aware_sweep/probe.csv",
+        fit=f"{RESULTS}/aware_sweep/probe_fit.csv",
+        batches=f"{RESULTS}/aware_sweep/probe_batches.csv",
+    log:
+        f"{RESULTS}/logs/aware_sweep/aware_probe.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aware_sweep/aware_probe.tsv"
+    threads: config["train"]["threads"]
+    params:
+        **CHANNEL_PARAMS,
+        model=config["model"]["base"],
+        arms=ARM_FIELDS,
+        reference=config["channel"]["reference"],
+        train=train_params,
+        seed=config["train"]["seeds"][0],
+        batches=config["aware_sweep"]["probe_batches"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
 rule aware_dose:
     """Per seed, and per optimizer, level and arm: measured drift beside the predictions."""
     input:
@@ -237,6 +269,8 @@ rule aware_dose:
         base=f"{RESULTS}/aware/base.csv",
         kernel=f"{RESULTS}/aware/kernel.csv",
         rate=f"{RESULTS}/aware_sweep/rates.csv",
+        probe=f"{RESULTS}/aware_sweep/probe.csv",
+        probe_fit=f"{RESULTS}/aware_sweep/probe_fit.csv",
     output:
         runs=f"{RESULTS}/aware_sweep/runs.csv",
         truncation=f"{RESULTS}/aware_sweep/truncation.csv",

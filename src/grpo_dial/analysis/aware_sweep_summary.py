@@ -1,4 +1,5 @@
-"""aware_sweep/summary.md: the dose table and fit (analysis/aware_sweep.py) as markdown."""
+"""aware_sweep/summary.md: the dose table and fit (analysis/aware_sweep.py) as markdown, and the
+one-step probe's table and fit (analysis/aware_probe.py) after them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,48 @@ def _predicted(row, optimizer: str) -> str:
     if optimizer == "sgd":
         return f"{row['predicted']:+.2f}"
     return f"{row['snr']:.2f} ({row['adam_tabular']:+.2f})"
+
+
+PROBE_SCALE = 1e3  # the probe's moves per unit lr are printed in units of 10^-3
+
+
+def _probe_cell(r) -> str:
+    """One probe quantity x 10^3: mean [90 % over batches]."""
+    k = PROBE_SCALE
+    return f"{k * r['mean']:+.2f} [{k * r['lo']:+.2f}, {k * r['hi']:+.2f}]"
+
+
+def probe_markdown(probe: pd.DataFrame, fit: pd.DataFrame) -> str:
+    """The one-step probe as markdown: per level and arm, each mode's measured move per unit lr
+    and their contrast (x 10^3, mean [90 %] over batches) beside the closed form through the
+    kernel, the contrast's ratio to the reference arm's (+- its SE) beside the predicted ratio,
+    and the share of batches the clip would cut; then the fit of measured on predicted."""
+    lines = [
+        "## The one-step probe (aware_sweep/probe.csv)", "",
+        "SGD's expected first step at the base policy through the transformer, per unit lr, "
+        "x 10^-3 (mean [90 %] over batches), beside the closed form through the kernel.", "",
+        "| a | arm | batches | contrast | predicted | wrong mode | predicted | right mode | "
+        "predicted | contrast / reference | predicted | clipped share |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    by = probe.set_index(["level", "dial", "quantity"])
+    k = PROBE_SCALE
+    for (lev, d), _ in probe.groupby(["level", "dial"], sort=False):
+        c, w, r = (by.loc[(lev, d, q)] for q in ("contrast", "wrong", "correct"))
+        lines.append(
+            f"| {c['a']:.1f} | {d} | {int(c['n_batches'])} | {_probe_cell(c)} | "
+            f"{k * c['predicted']:+.2f} | {_probe_cell(w)} | {k * w['predicted']:+.2f} | "
+            f"{_probe_cell(r)} | {k * r['predicted']:+.2f} | {c['ratio_reference']:+.2f} +- "
+            f"{c['ratio_reference_se']:.2f} | {c['predicted_ratio_reference']:+.2f} | "
+            f"{100 * c['clip_share']:.0f} % |"
+        )
+    if len(fit):
+        lines += ["", "| quantity | slope | R^2 | Spearman (p) | cells |", "|---|---|---|---|---|"]
+        for _, f in fit.iterrows():
+            rho = f"{f['spearman']:+.2f} ({_p(f['spearman_p'])})"
+            lines.append(f"| {f['quantity']} | {f['slope']:.3g} | {f['r2']:.2f} | {rho} | "
+                         f"{int(f['n'])} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "") -> str:

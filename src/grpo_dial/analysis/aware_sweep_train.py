@@ -90,10 +90,11 @@ def _decisions(r) -> np.ndarray:
     return (t >= forced[:, None]) & r.response_mask.cpu().numpy().astype(bool)
 
 
-def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
-    """One row: K_ee, K_ec, K_cc, k_diff (aware_sweep's docstring) and each J's L1 norm (an Adam
-    step that moves every weight by lr along sign(J) moves the tail logit by lr |J|_1) from the
-    first `rows` responses of r, and the decision positions behind each mode's J."""
+def mode_gradients(model, tokenizer, r, rows: int = 512):
+    """(J_~, J_=, counts): the gradients (float64, every trainable weight flattened in
+    model.parameters() order) of each mode's mean continue logit log P(continue) - log P(EOS)
+    over its decision positions, from the first `rows` responses of r (aware_sweep's docstring);
+    counts: mode name ("e", "c") -> positions. A mode without a position gives None."""
     import torch
 
     from grpo_dial.policy.rollout.sample import banned_ids, eos_ids
@@ -110,12 +111,22 @@ def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
         sel = torch.tensor(decide & (mode == m)[:, None])  # (N, T)
         counts[name] = int(sel.sum())
         if not counts[name]:
-            return pd.DataFrame([dict.fromkeys(("k_ee", "k_ec", "k_cc", "k_diff"), np.nan)])
+            grads[name] = None
+            continue
         logits = _forward(model, r).float()  # (N, T, V)
         cont = torch.logsumexp(logits[..., keep], -1) - torch.logsumexp(logits[..., eos], -1)
         g = torch.autograd.grad(cont[sel].mean(), params)
         grads[name] = torch.cat([x.reshape(-1) for x in g]).double()
-    e, c = grads["e"], grads["c"]
+    return grads["e"], grads["c"], counts
+
+
+def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
+    """One row: K_ee, K_ec, K_cc, k_diff (aware_sweep's docstring) and each J's L1 norm (an Adam
+    step that moves every weight by lr along sign(J) moves the tail logit by lr |J|_1) of
+    `mode_gradients(model, tokenizer, r, rows)`, and the decision positions behind each mode's J."""
+    e, c, counts = mode_gradients(model, tokenizer, r, rows)
+    if e is None or c is None:
+        return pd.DataFrame([dict.fromkeys(("k_ee", "k_ec", "k_cc", "k_diff"), np.nan)])
     return pd.DataFrame(
         [{"k_ee": float(e @ e), "k_ec": float(e @ c), "k_cc": float(c @ c),
           "k_diff": float((e - c) @ (e - c)), "l1_estimate": float(e.abs().sum()),
@@ -127,6 +138,23 @@ def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
 # --------------------------------------------------------------------------- training
 
 
+def cell_config(train: Mapping, arm, pool: int, pool_seed: int, seed: int, device: str = "cpu"):
+    """The TrainConfig of one sweep run: the config's train keys without evaluation, identity
+    probe or progress bar, the pool, the seed and the arm's allocation."""
+    from dataclasses import replace
+
+    from grpo_dial.train.config import TrainConfig
+
+    config = TrainConfig(
+        **{**train, "identity_every": 0, "eval_every": 0, "progress": False},
+        train_pool=pool,
+        pool_seed=pool_seed,
+        seed=int(seed),
+        device=device,
+    )
+    return replace(config, allocation=arm.allocation)
+
+
 def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Sequence[int],
                pool: int, pool_seed: int, device: str = "cpu", frozen: bool = False
                ) -> pd.DataFrame:  # fmt: skip
@@ -135,27 +163,17 @@ def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Se
     runs' step tables (analysis/aware.step_table) with the step's grad_norm and the seed.
     frozen: the tail-frozen control, every step taken at learning rate 0 (aware_sweep's
     docstring)."""
-    from dataclasses import replace
-
     from grpo_dial.data.tasks import task_from_spec
     from grpo_dial.policy.model import load_policy
     from grpo_dial.train import loop
     from grpo_dial.train import records as rec
-    from grpo_dial.train.config import TrainConfig
 
     task = task_from_spec(task_spec)
     problems = task.problems("train", pool, pool_seed)
     heldout = task.problems("heldout", 1, pool_seed)
     out = []
     for seed in seeds:
-        config = TrainConfig(
-            **{**train, "identity_every": 0, "eval_every": 0, "progress": False},
-            train_pool=pool,
-            pool_seed=pool_seed,
-            seed=int(seed),
-            device=device,
-        )
-        config = replace(config, allocation=arm.allocation)
+        config = cell_config(train, arm, pool, pool_seed, int(seed), device)
         model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
         run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
         if frozen:

@@ -37,29 +37,37 @@ def _task(spec: Mapping):
     return task_from_spec(spec)
 
 
+def _base_sample(model, tokenizer, params: Mapping):
+    """(rollouts, table): rule aware_base's sample of the base policy (every pool prompt's
+    group of channel.samples, BASE_ROUNDS times, the channel's seed): the kernel's J's sample."""
+    import numpy as np
+    import torch
+
+    from grpo_dial.analysis.aware_sweep_train import base_responses
+
+    task, settings = _task(params["task"]), params["channel"]
+    pool = task.problems("train", params["pool"], params["pool_seed"])[: settings["prompts"]]
+    generator = torch.Generator(device=params["device"]).manual_seed(int(settings["seed"]))
+    rng = np.random.default_rng([int(settings["seed"]), 0x62617365])  # "base"
+    return base_responses(
+        model, tokenizer, task, pool * BASE_ROUNDS, settings["samples"],
+        params["max_new_tokens"], settings["temperature"], generator, rng,
+    )  # fmt: skip
+
+
 def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware/base_responses.parquet (the base policy's responses at step 0, as a run's responses
     table), aware/base.csv (their one-row step table and the masked special tokens' mass) and
     aware/kernel.csv (analysis/aware_sweep_train.tail_kernel)."""
-    import numpy as np
-    import torch
-
     from grpo_dial.analysis.aware import step_table
-    from grpo_dial.analysis.aware_sweep_train import base_responses, special_mass, tail_kernel
+    from grpo_dial.analysis.aware_sweep_train import special_mass, tail_kernel
     from grpo_dial.policy.model import load_policy
     from grpo_dial.stages.policy import base_model_path
 
     _threads(params)
-    task, settings = _task(params["task"]), params["channel"]
     model, tokenizer = load_policy(base_model_path(input, params), device=params["device"],
                                    dtype="float32")  # fmt: skip
-    pool = task.problems("train", params["pool"], params["pool_seed"])[: settings["prompts"]]
-    generator = torch.Generator(device=params["device"]).manual_seed(int(settings["seed"]))
-    rng = np.random.default_rng([int(settings["seed"]), 0x62617365])  # "base"
-    rollouts, table = base_responses(
-        model, tokenizer, task, pool * BASE_ROUNDS, settings["samples"],
-        params["max_new_tokens"], settings["temperature"], generator, rng,
-    )  # fmt: skip
+    rollouts, table = _base_sample(model, tokenizer, params)
     base = step_table(table).assign(special_mass=special_mass(model, tokenizer, rollouts))
     kernel = tail_kernel(model, tokenizer, rollouts)
     log.info("base policy at step 0:\n%s\ntail kernel:\n%s", base.T.to_string(), kernel)
@@ -199,13 +207,71 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     )
 
 
+KERNEL_CHECK = ("k_ee", "k_ec", "k_cc", "k_diff")
+
+
+def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """aware_sweep/probe.csv, probe_fit.csv and probe_batches.csv (one row per batch): every
+    arm's expected one-step SGD move of each mode's tail at the base policy, measured through the
+    transformer over `batches` batches per level, beside the closed form through the kernel
+    (analysis/aware_probe.py). The J are recomputed from rule aware_base's own sample and
+    checked against aware/kernel.csv."""
+    import numpy as np
+
+    from grpo_dial.analysis.aware_probe import predictions, probe_batches, probe_table
+    from grpo_dial.analysis.aware_sweep import LEVELS, dose_fit, level_awareness
+    from grpo_dial.analysis.aware_sweep_train import cell_config, mode_gradients
+    from grpo_dial.core.dial import arm_from_fields
+    from grpo_dial.policy.model import load_policy
+    from grpo_dial.stages.policy import base_model_path
+
+    _threads(params)
+    model, tokenizer = load_policy(base_model_path(input, params), device=params["device"],
+                                   dtype="float32")  # fmt: skip
+    j_wrong, j_correct, _ = mode_gradients(model, tokenizer, _base_sample(model, tokenizer,
+                                                                          params)[0])  # fmt: skip
+    kernel, base = read_table(input["kernel"]), read_table(input["base"])
+    mine = {"k_ee": j_wrong @ j_wrong, "k_ec": j_wrong @ j_correct, "k_cc": j_correct @ j_correct,
+            "k_diff": (j_wrong - j_correct) @ (j_wrong - j_correct)}  # fmt: skip
+    for k in KERNEL_CHECK:
+        if not np.isclose(float(mine[k]), float(kernel[k].iloc[0]), rtol=1e-3):
+            got, want = float(mine[k]), float(kernel[k].iloc[0])
+            raise ValueError(f"the probe's J give {k} = {got:.6g}, aware/kernel.csv {want:.6g}: "
+                             "not the kernel's base sample")  # fmt: skip
+    arms = {d: arm_from_fields(f) for d, f in params["arms"].items()}
+    options = params["task"].get("options", {})
+    train, frames = dict(params["train"]), []
+    for level, (compute, estimate) in LEVELS.items():
+        task = _task({**params["task"], "options": {**options, "compute_accuracy": compute,
+                                                     "estimate_accuracy": estimate}})  # fmt: skip
+        problems = task.problems("train", params["pool"], params["pool_seed"])
+        heldout = task.problems("heldout", 1, params["pool_seed"])
+        for d, arm in arms.items():
+            config = cell_config(train, arm, params["pool"], params["pool_seed"],
+                                 int(params["seed"]), params["device"])  # fmt: skip
+            rows = probe_batches(model, tokenizer, task, problems, heldout, arm.dial, config,
+                                 int(params["batches"]), j_wrong, j_correct)  # fmt: skip
+            frames.append(rows.assign(level=level, a=level_awareness(level)[1], dial=d))
+            log.info("probe %s %s: contrast %.3g +- %.2g", level, d, rows["contrast"].mean(),
+                     rows["contrast"].std() / np.sqrt(len(rows)))  # fmt: skip
+    pred = predictions({d: a.dial for d, a in arms.items()}, base, kernel, LEVELS, options, train)
+    batches = pd.concat(frames, ignore_index=True)
+    table = probe_table(batches, pred, params["reference"], train.get("grad_clip"))
+    fit = dose_fit(table)
+    log.info("one-step probe:\n%s", table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    write_table(batches, output["batches"])
+    write_table(table, output["probe"])
+    write_table(fit, output["fit"])
+
+
 def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/runs.csv (per seed), aware_sweep/dose.csv (per optimizer, level, arm and
     quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
-    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial."""
+    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial; summary.md
+    with the one-step probe's tables after the dose's (input probe, when given)."""
     from grpo_dial.analysis.aware_seeds import truncation_table
     from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown, probe_markdown
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
@@ -227,8 +293,12 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         seeds = sorted(set(runs["seed"]))
         source = (f"aware_sweep/dose.csv and fit.csv, seeds {seeds[0]}-{seeds[-1]}, "
                   f"{int(params['train']['steps'])} steps")  # fmt: skip
+        text = dose_markdown(dose, fit, source)
+        if "probe" in input.keys():
+            probe = probe_markdown(read_table(input["probe"]), read_table(input["probe_fit"]))
+            text = f"{text}\n{probe}"
         with open(output["summary"], "w") as f:
-            f.write(dose_markdown(dose, fit, source))
+            f.write(text)
 
 
 def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
