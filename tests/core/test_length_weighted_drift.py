@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from grpo_dial.core import length_drift as ld
+from grpo_dial.core import length_weighted_drift as lw
+from grpo_dial.core import tail_laplace as tl
 from grpo_dial.core.advantage import advantages
 from grpo_dial.core.dial import dial_from_config
 from grpo_dial.core.length_drift import tail_drift
@@ -67,24 +69,24 @@ def test_the_aware_wrong_tail_is_pushed_longer_and_the_mean_baseline_has_no_drif
 
 
 def _length_weighted_loop(p, qw, qc, c, G, a, alpha, ddof, eps):
-    """The loop over (k, m1, m0) that _length_weighted replaced (an _own integral for every
+    """The loop over (k, m1, m0) that length_weighted_integrals replaced (an _own integral for every
     routing), kept as the reference."""
-    pk = ld._pmf(G, p)
+    pk = tl.binomial_pmf(G, p)
     cc = c[:, None]
-    lam = ld._V[None, :] / (G * cc)
-    tw, tc = ld._tail_terms(lam, qw[:, None]), ld._tail_terms(lam, qc[:, None])
-    core = np.exp(-lam * G * cc) * ld._VW[None, :] / (G * cc)
+    lam = tl.NODES[None, :] / (G * cc)
+    tw, tc = tl.tail_transforms(lam, qw[:, None]), tl.tail_transforms(lam, qc[:, None])
+    core = np.exp(-lam * G * cc) * tl.WEIGHTS[None, :] / (G * cc)
     pi0, pi1, jw, jc = (1 + a) / 2, (1 - a) / 2, np.zeros(p.size), np.zeros(p.size)
     for k in range(1, G):
         sd = np.sqrt(k * (G - k) / G / max(G - ddof, 1))
         weight = pk[:, k] / ld.std_factor(sd, eps, alpha)
-        f1, f0 = ld._pmf(k, pi1), ld._pmf(G - k, pi0)
+        f1, f0 = tl.binomial_pmf(k, pi1), tl.binomial_pmf(G - k, pi0)
         for m1 in range(k + 1):
             for m0 in range(G - k + 1):
                 n = m1 + m0
                 w = weight * f1[:, m1] * f0[:, m0]
-                jw += w * (core * ld._own(n, m1, k, cc, tw, tc, G)).sum(1)
-                jc += w * (core * ld._own(G - n, k - m1, k, cc, tc, tw, G)).sum(1)
+                jw += w * (core * lw._own(n, m1, k, cc, tw, tc, G)).sum(1)
+                jc += w * (core * lw._own(G - n, k - m1, k, cc, tc, tw, G)).sum(1)
     return np.stack([jw, jc])
 
 
@@ -99,7 +101,7 @@ def test_length_weighted_integrals_equal_the_loop_over_routings(G, alpha, ddof, 
     """Summing the counts per n before integrating (one _own integral per n) changes nothing:
     equal to the loop over every (k, m1, m0) to 1e-12, at mixed awareness and core lengths."""
     p, qw, qc, c, a = _inputs(40)
-    new = ld._length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps)
+    new = lw.length_weighted_integrals(p, qw, qc, c, G, a, alpha, ddof, eps)
     old = _length_weighted_loop(p, qw, qc, c, G, a, alpha, ddof, eps)
     np.testing.assert_allclose(new, old, rtol=1e-12, atol=1e-12 * np.abs(old).max())
     assert np.abs(old).min() > 0
@@ -111,7 +113,7 @@ if __name__ == "__main__":  # benchmark: python tests/core/test_length_weighted_
     p, qw, qc, c, a = _inputs(1536)  # the engines' length_bias: 1,536 prompts, G = 8
     args = (p, qw, qc, c, 8, a, 0.0, 0, 1e-8)
     times = {}
-    for name, f in (("loop", _length_weighted_loop), ("per n", ld._length_weighted)):
+    for name, f in (("loop", _length_weighted_loop), ("per n", lw.length_weighted_integrals)):
         t0 = time.perf_counter()
         f(*args)
         times[name] = time.perf_counter() - t0

@@ -45,8 +45,9 @@ G sigma^2 / (sigma_d + eps)^alpha with sigma^2 = k(G-k)/G^2 (the group-std ident
 A length-weighted baseline (OPO: b_g = sum_j |o_j| r_j / sum_j |o_j|) shifts every advantage of a
 group by -(b_g - k/G) / s_k; under the constant normalizer that shift is the whole drift,
 E[u_X] = -(1/(G L_max)) E[b_g S_X / s_k] (S_X: the scores on tail X), by the same Laplace
-integral as the token case (`_own`). A blind tail gets 0; a tail taken more often when wrong,
-and longer, is pushed longer (b falls below k/G, every advantage of the group rises).
+integral as the token case (core/length_weighted_drift.py). A blind tail gets 0; a tail taken
+more often when wrong, and longer, is pushed longer (b falls below k/G, every advantage of the
+group rises).
 
 DAPO's dynamic sampling (silent='drop', R redraws) changes the distribution of k: an interior k
 has probability Binom(k; G, p) (1 + s + ... + s^R), s = p^G + (1-p)^G, and a group still silent
@@ -63,25 +64,17 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import comb, hyp2f1
+from scipy.special import hyp2f1
 
 from grpo_dial.core.checks import check_int
 from grpo_dial.core.std_factor import std_factor
+from grpo_dial.core.tail_laplace import NODES, WEIGHTS, binomial_pmf, transforms
 
 NORMALIZERS = ("sequence", "constant", "token")
 BASELINES = ("mean", "length_weighted")
 SCOPES = ("group", "batch")
 SILENT = ("keep", "drop")
 BATCHMATES = ("self", "population")
-
-# Composite Gauss-Legendre in v = lambda * G * c: panels [0, 2^-12], then doubling up to 2^7;
-# the integrand is below e^-v, so the cut at v = 128 drops < 1e-55 of it.
-_EDGES = np.concatenate([[0.0], 2.0 ** np.arange(-12, 8)])
-_X, _W = np.polynomial.legendre.leggauss(10)
-_V = np.concatenate(
-    [(b - a) / 2 * _X + (a + b) / 2 for a, b in zip(_EDGES[:-1], _EDGES[1:], strict=True)]
-)
-_VW = np.concatenate([(b - a) / 2 * _W for a, b in zip(_EDGES[:-1], _EDGES[1:], strict=True)])
 
 
 class TailDrift(NamedTuple):
@@ -152,15 +145,9 @@ def inverse_length_covariance(q: ArrayLike, core_length: ArrayLike) -> np.ndarra
     return -q * (1 - q) * hyp2f1(2.0, c, c + 2.0, q) / (c * (c + 1))
 
 
-def _pmf(n: int, prob: np.ndarray) -> np.ndarray:
-    """(E, n+1) Binomial(n, prob) probabilities (scipy.stats' per-call overhead is the cost)."""
-    k = np.arange(n + 1)
-    return comb(n, k) * prob[:, None] ** k * (1 - prob[:, None]) ** (n - k)
-
-
 def _k_weights(p: np.ndarray, G: int, silent: str, rounds: int) -> tuple[np.ndarray, np.ndarray]:
     """(E, G+1) probability of a final group with k correct, and whether it is kept."""
-    pk = _pmf(G, p)  # (E, G+1)
+    pk = binomial_pmf(G, p)  # (E, G+1)
     kept = np.ones(G + 1, dtype=bool)
     if silent == "drop" and G > 1:
         s = pk[:, 0] + pk[:, G]  # (E,)
@@ -231,8 +218,8 @@ def _routing_moments(p, G, a, alpha, ddof, eps, silent, rounds):
         if not kept[k]:
             dropped += pk[:, k]
             continue
-        f1 = _pmf(k, pi1)  # (E, k+1): correct responses using theta_w
-        f0 = _pmf(G - k, pi0)  # (E, G-k+1): wrong ones using it
+        f1 = binomial_pmf(k, pi1)  # (E, k+1): correct responses using theta_w
+        f0 = binomial_pmf(G - k, pi0)  # (E, G-k+1): wrong ones using it
         for m1 in range(k + 1):
             m0 = np.arange(G - k + 1)
             w = pk[:, k, None] * f1[:, m1, None] * f0  # (E, G-k+1)
@@ -243,20 +230,13 @@ def _routing_moments(p, G, a, alpha, ddof, eps, silent, rounds):
     return nw, nc, pn, dropped
 
 
-def _mgf_terms(lam, q):
-    x = np.exp(-lam)  # (E, V)
-    phi = (1 - q) / (1 - q * x)
-    psi = -q * (1 - q) * (1 - x) / (1 - q * x) ** 2
-    return phi, psi
-
-
 def _token_pieces(p, qw, qc, c, G, a, alpha, ddof, eps, silent, rounds):
     """On the nodes lambda_v = v / (G c): the w/c numerators' integrands (E, V) and the group's
     length MGF E[kept e^(-lambda S_group)] + P(dropped) (E, V)."""
     nw, nc, pn, dropped = _routing_moments(p, G, a, alpha, ddof, eps, silent, rounds)
-    lam = _V[None, :] / (G * c[:, None])  # (E, V)
-    phw, psw = _mgf_terms(lam, qw[:, None])
-    phc, psc = _mgf_terms(lam, qc[:, None])
+    lam = NODES[None, :] / (G * c[:, None])  # (E, V)
+    phw, psw = transforms(lam, qw[:, None])
+    phc, psc = transforms(lam, qc[:, None])
     core = np.exp(-lam * G * c[:, None])  # (E, V)
     pw, pc = [np.ones(lam.shape)], [np.ones(lam.shape)]  # phi^n for n = 0..G
     for _ in range(G):
@@ -271,60 +251,6 @@ def _token_pieces(p, qw, qc, c, G, a, alpha, ddof, eps, silent, rounds):
             jc += nc[:, n, None] * pw[n] * pc[G - n - 1]
     jw, jc = jw * psw, jc * psc
     return core * jw, core * jc, core * mgf + dropped[:, None]
-
-
-def _tail_terms(lam, q):
-    """phi, psi, eta = E[T e^(-l T)], chi = E[T s e^(-l T)] of a geometric tail, s = (1-q) T - q."""
-    x, (phi, psi) = np.exp(-lam), _mgf_terms(lam, q)
-    eta = (1 - q) * q * x / (1 - q * x) ** 2
-    t2 = (1 - q) * q * x * (1 + q * x) / (1 - q * x) ** 3  # E[T^2 e^(-l T)]
-    return phi, psi, eta, (1 - q) * t2 - q * eta
-
-
-def _own(n, a, k, c, own, other, G):
-    """The integrand (E, V) of E[b S_X | routing] = int e^(-l G c) [a ((c psi_X + chi_X)
-    phi_X^(n-1) + (n-1)(c phi_X + eta_X) psi_X phi_X^(n-2)) phi_Y^(G-n) + (k-a) n (c phi_Y +
-    eta_Y) psi_X phi_X^(n-1) phi_Y^(G-n-1)] dl (1/N = int e^(-l N) dl), n responses on tail X
-    (a correct), G - n on Y (k - a correct); own / other: (phi, psi, eta, chi) of X and Y."""
-    (phx, psx, etx, chx), (phy, _, ety, _) = own, other
-    if n == 0:
-        return np.zeros(phx.shape)
-    same = (c * psx + chx) * phx ** (n - 1)
-    same = same + ((n - 1) * (c * phx + etx) * psx * phx ** (n - 2) if n >= 2 else 0.0)
-    cross = n * (c * phy + ety) * psx * phx ** (n - 1) * phy ** (G - n - 1) if n < G else 0.0
-    return a * same * phy ** (G - n) + (k - a) * cross
-
-
-def _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps):
-    """(2, E) E[b S_w / s_k] and E[b S_c / s_k] of the length-weighted baseline, interior k.
-    _own is linear in its counts, own(n, a, k) = a X_n + (k - a) Y_n, so the integrals X_n, Y_n
-    are taken once per n (not per k and routing) and weighted by E[a 1{n}] and E[(k - a) 1{n}]
-    (a: correct responses among the n on the tail) of each n, summed over k / s_k."""
-    pk = _pmf(G, p)  # (E, G+1)
-    cc = c[:, None]
-    lam = _V[None, :] / (G * cc)  # (E, V)
-    tw, tc = _tail_terms(lam, qw[:, None]), _tail_terms(lam, qc[:, None])
-    core = np.exp(-lam * G * cc) * _VW[None, :] / (G * cc)  # (E, V) with d lambda
-    pi0, pi1 = (1 + a) / 2, (1 - a) / 2
-    # on theta_w: n responses, m1 of them correct; so G - n on theta_c, k - m1 correct
-    cw, kw = np.zeros((p.size, G + 1)), np.zeros((p.size, G + 1))  # E[m1 1{n}], E[k 1{n}]
-    for k in range(1, G):
-        weight = pk[:, k] / std_factor(np.sqrt(k * (G - k) / G / max(G - ddof, 1)), eps, alpha)
-        f1, f0 = _pmf(k, pi1), _pmf(G - k, pi0)  # correct / wrong responses using theta_w
-        for m1 in range(k + 1):
-            w = (weight * f1[:, m1])[:, None] * f0  # (E, G-k+1): m0 = 0..G-k
-            cw[:, m1 : m1 + G - k + 1] += w * m1
-            kw[:, m1 : m1 + G - k + 1] += w * k
-    jw, jc = np.zeros(p.size), np.zeros(p.size)
-    for n in range(1, G + 1):  # n on theta_w: X = _own(n, 1, 1) and Y = _own(n, 0, 1)
-        xw = (core * _own(n, 1, 1, cc, tw, tc, G)).sum(1)
-        yw = (core * _own(n, 0, 1, cc, tw, tc, G)).sum(1)
-        jw += cw[:, n] * xw + (kw[:, n] - cw[:, n]) * yw
-    for n in range(0, G):  # G - n on theta_c, k - m1 of them correct
-        xc = (core * _own(G - n, 1, 1, cc, tc, tw, G)).sum(1)
-        yc = (core * _own(G - n, 0, 1, cc, tc, tw, G)).sum(1)
-        jc += (kw[:, n] - cw[:, n]) * xc + cw[:, n] * yc
-    return np.stack([jw, jc])
 
 
 def tail_drift(
@@ -375,7 +301,9 @@ def tail_drift(
                 "baseline='length_weighted' is derived for length_norm 'constant' with its "
                 "max_length (L_max > 0) and silent 'keep'"
             )
-        jw, jc = _length_weighted(p, qw, qc, c, G, a, alpha, ddof, eps) / (-G * max_length)
+        from grpo_dial.core.length_weighted_drift import length_weighted_integrals
+
+        jw, jc = length_weighted_integrals(p, qw, qc, c, G, a, alpha, ddof, eps) / (-G * max_length)
         return TailDrift(jw.reshape(shape), jc.reshape(shape))
     if length_norm == "constant":
         zero = np.zeros(shape)
@@ -394,7 +322,7 @@ def tail_drift(
             others = mgf  # (E, V): copies of the prompt itself
         factor = m * others ** (m - 1)
         jw, jc = jw * factor, jc * factor
-    dlam = _VW[None, :] / (G * c[:, None])  # (E, V)
+    dlam = WEIGHTS[None, :] / (G * c[:, None])  # (E, V)
     return TailDrift((jw * dlam).sum(axis=1).reshape(shape), (jc * dlam).sum(axis=1).reshape(shape))
 
 
