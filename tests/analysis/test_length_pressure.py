@@ -48,12 +48,29 @@ def _lambda_f(s, lam, r):
     return f
 
 
-def _loop(df, normalizer, max_length=64, lam=0.7, r=0.25):
+def _trainer_weights(tokens: pd.Series, rows: int) -> pd.Series:
+    """Each response's per-token weight from the trainer's own bnpo_weights on a (B, T) mask."""
+    import torch
+
+    from grpo_dial.core.token_weights import bnpo_weights
+
+    n = torch.tensor(tokens.to_numpy())
+    mask = torch.arange(int(n.max()))[None, :] < n[:, None]
+    return pd.Series(bnpo_weights(mask, rows)[:, 0].numpy(), index=tokens.index)
+
+
+def _loop(df, normalizer, max_length=64, lam=0.7, r=0.25, rows=5):
     """Reference: the docstring's formula with explicit loops over steps and responses."""
     out = {}
     for step, s in df.groupby("step"):
         b, total = len(s), s["tokens"].sum()
-        if normalizer == "sequence":
+        if normalizer == "bnpo":
+            w = _trainer_weights(s["tokens"], rows)
+        elif normalizer == "sequence_sum":
+            w = 1 / b + 0 * s["tokens"]
+        elif normalizer == "sum":
+            w = 1 + 0 * s["tokens"]
+        elif normalizer == "sequence":
             w = 1 / (b * s["tokens"])
         elif normalizer == "token":
             w = 1 / total + 0 * s["tokens"]
@@ -78,7 +95,7 @@ def _loop(df, normalizer, max_length=64, lam=0.7, r=0.25):
 @pytest.mark.parametrize("normalizer", lp.NORMALIZERS)
 def test_matches_the_loop_reference(normalizer):
     df = _responses(n_steps=5, aware=0.5)
-    got = lp.step_pressure(df, normalizer, 64, lam=0.7).set_index("step")
+    got = lp.step_pressure(df, normalizer, 64, lam=0.7, rows=5).set_index("step")
     for step, (pw, pc) in _loop(df, normalizer).items():
         assert got.loc[step, "pressure_wrong"] == pytest.approx(pw, abs=1e-12)
         assert got.loc[step, "pressure_correct"] == pytest.approx(pc, abs=1e-12)
@@ -97,7 +114,7 @@ def test_lambda_pressure_follows_the_step_lambda_and_is_the_token_means_at_zero(
         lp.step_pressure(df, "lambda", lam=per_step.drop(3))
 
 
-@pytest.mark.parametrize("normalizer", ["constant", "token"])
+@pytest.mark.parametrize("normalizer", ["constant", "token", "sequence_sum", "sum"])
 def test_constant_and_batch_token_mean_have_exactly_zero_pressure(normalizer):
     out = lp.step_pressure(_responses(aware=1.0), normalizer, 64)
     assert (out["pressure_wrong"] == 0).all() and (out["pressure_net"] == 0).all()
@@ -185,7 +202,7 @@ def test_stage_on_external_run_marks_its_normalizer(tmp_path):
         {"responses": str(path)}, {"steps": out}, {"name": "x", "normalizer": "token"}
     )
     df = pd.read_csv(out)
-    assert set(df["normalizer"]) == set(lp.NORMALIZERS)
+    assert set(df["normalizer"]) == set(lp.IMPORTED)
     assert df.loc[df["used"], "normalizer"].unique().tolist() == ["token"]
     assert df["advantage_source"].str.startswith("recomputed").all()
 
@@ -218,3 +235,24 @@ def test_stage_on_own_runs_uses_the_decomposition_as_inflation(tmp_path):
     pred = pd.read_csv(out["prediction"]).iloc[0]
     assert pred["inflation"] == "within_incorrect"
     assert pred["inflation_gap"] == pytest.approx(1.0)  # (0 + 4)/2 with pressure - 1 without
+
+
+def test_bnpo_micro_batches_push_like_their_own_token_means():
+    """TRL's bnpo: a micro-batch of the whole step is the batch token mean (0); one row per
+    micro-batch is 1/|o| per response, the sequence mean's pressure; 5 rows (48 = 9 x 5 + 3, a
+    short last one) is neither (its value: test_matches_the_loop_reference, against the trainer's
+    own bnpo_weights). A missing or bad rows is refused in one line."""
+    df = _responses(n_steps=6, aware=1.0)
+    whole = lp.step_pressure(df, "bnpo", rows=48)
+    assert (whole["pressure_wrong"] == 0).all()
+    one = lp.step_pressure(df, "bnpo", rows=1)
+    seq = lp.step_pressure(df, "sequence")
+    np.testing.assert_allclose(one["pressure_wrong"], seq["pressure_wrong"], rtol=1e-12)
+    five = lp.step_pressure(df, "bnpo", rows=5)["pressure_wrong"]
+    assert (five != 0).all() and not np.allclose(five, seq["pressure_wrong"])
+    for rows in (None, 0, True, 2.0):
+        with pytest.raises(ValueError) as err:
+            lp.step_pressure(df, "bnpo", rows=rows)
+        assert str(err.value) == (
+            f"normalizer 'bnpo' needs micro-batch rows (integer >= 1), got {rows!r}"
+        )

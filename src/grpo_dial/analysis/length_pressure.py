@@ -8,6 +8,9 @@ weight per token w_i (core.advantage's reductions)
     sequence  w_i = 1 / (B L_i)      token  w_i = 1 / sum_j L_j      constant  w_i = 1 / (B L_max)
     lambda    w_i = f_i / sum_j L_j, f_i lambda-GRPO's factor (core.token_weights.lambda_factors)
               at the step's lambda
+    sequence_sum  w_i = 1 / B (LUSPO)     sum  w_i = 1 (verl token-sum)
+    bnpo      w_i = 1 / (C sum_{j in c(i)} L_j), c(i) response i's micro-batch of `rows`
+              consecutive loss rows, C of them (TRL's bnpo, core.token_weights.bnpo_weights)
 
 and w_bar = mean_i w_i (the constant normalizer with the same mean weight: length-neutral), the
 pressure on a path (wrong: A_i < 0; correct: A_i > 0) is
@@ -19,10 +22,10 @@ Why: a length parameter whose score is proportional to L - E[L] (a geometric tai
 would give is sum_i A_i w_bar s_i, so P is the normalizer's own contribution, with the group's
 mean length standing in for E[L]. Under 1/|o| a long wrong answer (A < 0, w < w_bar) gets
 P_wrong > 0 (pushed longer) and a long correct one P_correct < 0. P is 0 exactly under the
-constant normalizer, and under a batch token mean too (every weight in a step is equal; its
-small drift in the closed form comes from step-to-step changes of the total, which a per-step
-lens cannot see). P_net = P_wrong + P_correct is what a length policy blind to correctness
-feels: 0 in expectation, since the advantages are then independent of the lengths.
+constant normalizer, sequence_sum and sum, and under a batch token mean too (every weight in a
+step is equal; its small drift in the closed form comes from step-to-step changes of the total,
+which a per-step lens cannot see). P_net = P_wrong + P_correct is what a length policy blind to
+correctness feels: 0 in expectation, since the advantages are then independent of the lengths.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import pandas as pd
 
 from grpo_dial.analysis.seed_stats import interval_columns
 
-NORMALIZERS = ("sequence", "token", "constant", "lambda")
+NORMALIZERS = ("sequence", "token", "constant", "lambda", "sequence_sum", "sum", "bnpo")
+IMPORTED = ("sequence", "token", "constant", "lambda")  # the lens an imported run is read under
 NEEDED = ("step", "group", "advantage", "reward")
 
 
@@ -68,14 +72,18 @@ def step_pressure(
     max_length: float | None = None,
     lam: float | pd.Series = 0.0,
     r: float = 0.25,
+    rows: int | None = None,
 ) -> pd.DataFrame:
     """One row per step: step, normalizer, n (responses in the loss), pressure_wrong,
     pressure_correct, pressure_net (module docstring), wrong_length and correct_length (mean L of
     r = 0 and r = 1 responses in the step, all logged rows). Raises if a needed column is absent;
     a step whose advantages are all 0 gets pressure 0. lam, r: lambda-GRPO's (a Series: lambda
-    per step, a learnable lambda's logged values)."""
+    per step, a learnable lambda's logged values); rows: bnpo's micro-batch (loss rows, in the
+    table's order within a step)."""
     if normalizer not in NORMALIZERS:
         raise ValueError(f"unknown normalizer {normalizer!r}; valid: {', '.join(NORMALIZERS)}")
+    if normalizer == "bnpo" and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+        raise ValueError(f"normalizer 'bnpo' needs micro-batch rows (integer >= 1), got {rows!r}")
     missing = [c for c in NEEDED if c not in responses.columns]
     if missing:
         raise ValueError(f"responses lack column(s) {missing}; need {list(NEEDED)}")
@@ -91,6 +99,13 @@ def step_pressure(
         w = 1.0 / loss.groupby("step")["L"].transform("sum").clip(lower=1)
         if normalizer == "lambda":
             w = w * _lambda_factors(loss, lam, r)
+    elif normalizer == "bnpo":
+        chunk = loss.groupby("step").cumcount() // rows  # micro-batch of each loss row
+        tokens = loss.groupby(["step", chunk])["L"].transform("sum").clip(lower=1)
+        count = loss.groupby("step")["L"].transform("size").floordiv(-rows).mul(-1)  # C
+        w = 1.0 / (count * tokens)
+    elif normalizer in ("sequence_sum", "sum"):
+        w = pd.Series(1.0 / b if normalizer == "sequence_sum" else 1.0, index=loss.index)
     else:
         w = pd.Series(1.0 / (b * (max_length or 1.0)), index=loss.index)
     by_step = w.groupby(loss["step"])

@@ -71,7 +71,7 @@ def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
             logged = read_table(steps_path)
             lam = logged.set_index("step")["lambda"]
         steps = lp.step_pressure(
-            read_table(path), arm.length_norm, arm.max_length, lam, arm.lambda_r
+            read_table(path), arm.length_norm, arm.max_length, lam, arm.lambda_r, arm.bnpo_rows
         )
         frames.append(steps.assign(dial=dial, seed=int(seed)))
         per_run.append(
@@ -104,7 +104,7 @@ def length_pressure_external(input: Mapping, output: Mapping, params: Mapping) -
     responses, source = lp.with_advantages(read_table(input["responses"]))
     if source != "logged":
         log.warning("%s: %s", params["name"], source)
-    frames = [lp.step_pressure(responses, norm) for norm in lp.NORMALIZERS]
+    frames = [lp.step_pressure(responses, norm) for norm in lp.IMPORTED]
     out = pd.concat(frames, ignore_index=True)
     out["used"] = out["normalizer"] == params["normalizer"]
     out["advantage_source"] = source
