@@ -256,3 +256,24 @@ def test_bnpo_micro_batches_push_like_their_own_token_means():
         assert str(err.value) == (
             f"normalizer 'bnpo' needs micro-batch rows (integer >= 1), got {rows!r}"
         )
+
+
+def test_step_lengths_by_reward_and_scale_free_advantages():
+    """wrong_length / correct_length are each step's mean L of the r = 0 and r = 1 rows (by hand
+    on a 2-step table), and the pressure does not change when every advantage is scaled by 0.01
+    (P divides by sum |A|; make mutate: a floor of 1 on that sum survived)."""
+    df = pd.DataFrame(
+        {
+            "step": [1, 1, 1, 1, 2, 2, 2, 2],
+            "group": [0, 0, 0, 0, 0, 0, 0, 0],
+            "reward": [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0],
+            "advantage": [1.0, -1.0, -1.0, 1.0, -0.5, -0.5, 1.5, -0.5],
+            "tokens": [4, 10, 6, 8, 12, 3, 5, 9],
+        }
+    )
+    out = lp.step_pressure(df, "sequence").set_index("step")
+    assert list(out["wrong_length"]) == [8.0, 8.0]  # (10 + 6) / 2, (12 + 3 + 9) / 3
+    assert list(out["correct_length"]) == [6.0, 5.0]  # (4 + 8) / 2, 5
+    small = lp.step_pressure(df.assign(advantage=df["advantage"] * 0.01), "sequence")
+    np.testing.assert_allclose(small["pressure_wrong"], out["pressure_wrong"], rtol=1e-12)
+    assert (out["pressure_wrong"] != 0).all()
