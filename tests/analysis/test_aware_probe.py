@@ -198,3 +198,22 @@ def test_the_closed_form_predicts_the_constant_normalizer_exactly_zero_at_every_
     g, n = pred.loc[("a60", "grpo")], pred.loc[("a60", "nostd_sequence")]
     assert g["wrong"] - g["correct"] > 0 and not math.isclose(g["wrong"], g["correct"])
     assert 0 < n["wrong"] - n["correct"] < g["wrong"] - g["correct"]  # the std factor left out
+
+
+def test_check_kernel_accepts_the_kernels_own_j_and_names_the_first_mismatch():
+    """J~ = (1, 2, 2), J= = (2, 0, 1): K_ee 9, K_ec 4, K_cc 5, k_diff |(-1, 2, 1)|^2 = 6 by hand;
+    a table within 1e-3 passes, one entry off by 1 % is named in one line."""
+    import torch
+
+    from grpo_dial.analysis.aware_probe import check_kernel
+
+    e = torch.tensor([1.0, 2.0, 2.0], dtype=torch.float64)
+    c = torch.tensor([2.0, 0.0, 1.0], dtype=torch.float64)
+    table = pd.DataFrame([{"k_ee": 9.0, "k_ec": 4.0, "k_cc": 5.0, "k_diff": 6.0}])
+    check_kernel(e, c, table)
+    check_kernel(e, c, table.assign(k_cc=5.004))  # within rtol 1e-3
+    with pytest.raises(ValueError) as err:
+        check_kernel(e, c, table.assign(k_diff=6.06))
+    assert str(err.value) == (
+        "the probe's J give k_diff = 6, aware/kernel.csv 6.06: not the kernel's base sample"
+    )

@@ -66,6 +66,19 @@ def _flat_grad(params):
     return torch.cat([p.grad.reshape(-1) for p in params]).double()
 
 
+def check_kernel(j_wrong, j_correct, kernel: pd.DataFrame, rtol: float = 1e-3) -> None:
+    """Raise in one line unless the J give aware/kernel.csv's K_ee, K_ec, K_cc and k_diff (within
+    rtol): the probe must project on the kernel's own base sample."""
+    from grpo_dial.analysis.aware_sweep_train import KERNEL, kernel_entries
+
+    mine = kernel_entries(j_wrong, j_correct)
+    for k in KERNEL:
+        got, want = mine[k], float(kernel[k].iloc[0])
+        if not np.isclose(got, want, rtol=rtol):
+            raise ValueError(f"the probe's J give {k} = {got:.6g}, aware/kernel.csv {want:.6g}: "
+                             "not the kernel's base sample")  # fmt: skip
+
+
 def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
                   j_wrong, j_correct) -> pd.DataFrame:  # fmt: skip
     """One row per batch (batch, wrong, correct, contrast, grad_norm): `batches` steps of the
@@ -159,6 +172,6 @@ def predictions(arms: Mapping, base: pd.DataFrame, kernel: pd.DataFrame, levels,
 
 
 __all__ = [
-    "PROBE_BATCHES", "PROBE_COLUMNS", "QUANTITIES", "mode_moves", "predictions", "probe_batches",
-    "probe_table",
+    "PROBE_BATCHES", "PROBE_COLUMNS", "QUANTITIES", "check_kernel", "mode_moves", "predictions",
+    "probe_batches", "probe_table",
 ]  # fmt: skip

@@ -120,16 +120,24 @@ def mode_gradients(model, tokenizer, r, rows: int = 512):
     return grads["e"], grads["c"], counts
 
 
+KERNEL = ("k_ee", "k_ec", "k_cc", "k_diff")
+
+
+def kernel_entries(e, c) -> dict[str, float]:
+    """K_ee = J~ . J~, K_ec = J~ . J=, K_cc = J= . J=, k_diff = |J~ - J=|^2 (two mode gradients)."""
+    return {"k_ee": float(e @ e), "k_ec": float(e @ c), "k_cc": float(c @ c),
+            "k_diff": float((e - c) @ (e - c))}  # fmt: skip
+
+
 def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
     """One row: K_ee, K_ec, K_cc, k_diff (aware_sweep's docstring) and each J's L1 norm (an Adam
     step that moves every weight by lr along sign(J) moves the tail logit by lr |J|_1) of
     `mode_gradients(model, tokenizer, r, rows)`, and the decision positions behind each mode's J."""
     e, c, counts = mode_gradients(model, tokenizer, r, rows)
     if e is None or c is None:
-        return pd.DataFrame([dict.fromkeys(("k_ee", "k_ec", "k_cc", "k_diff"), np.nan)])
+        return pd.DataFrame([dict.fromkeys(KERNEL, np.nan)])
     return pd.DataFrame(
-        [{"k_ee": float(e @ e), "k_ec": float(e @ c), "k_cc": float(c @ c),
-          "k_diff": float((e - c) @ (e - c)), "l1_estimate": float(e.abs().sum()),
+        [{**kernel_entries(e, c), "l1_estimate": float(e.abs().sum()),
           "l1_compute": float(c.abs().sum()), "positions_estimate": counts["e"],
           "positions_compute": counts["c"]}]
     )  # fmt: skip

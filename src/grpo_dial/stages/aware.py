@@ -207,9 +207,6 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     )
 
 
-KERNEL_CHECK = ("k_ee", "k_ec", "k_cc", "k_diff")
-
-
 def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/probe.csv, probe_fit.csv and probe_batches.csv (one row per batch): every
     arm's expected one-step SGD move of each mode's tail at the base policy, measured through the
@@ -218,7 +215,12 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     checked against aware/kernel.csv."""
     import numpy as np
 
-    from grpo_dial.analysis.aware_probe import predictions, probe_batches, probe_table
+    from grpo_dial.analysis.aware_probe import (
+        check_kernel,
+        predictions,
+        probe_batches,
+        probe_table,
+    )
     from grpo_dial.analysis.aware_sweep import LEVELS, dose_fit, level_awareness
     from grpo_dial.analysis.aware_sweep_train import cell_config, mode_gradients
     from grpo_dial.core.dial import arm_from_fields
@@ -231,13 +233,7 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     j_wrong, j_correct, _ = mode_gradients(model, tokenizer, _base_sample(model, tokenizer,
                                                                           params)[0])  # fmt: skip
     kernel, base = read_table(input["kernel"]), read_table(input["base"])
-    mine = {"k_ee": j_wrong @ j_wrong, "k_ec": j_wrong @ j_correct, "k_cc": j_correct @ j_correct,
-            "k_diff": (j_wrong - j_correct) @ (j_wrong - j_correct)}  # fmt: skip
-    for k in KERNEL_CHECK:
-        if not np.isclose(float(mine[k]), float(kernel[k].iloc[0]), rtol=1e-3):
-            got, want = float(mine[k]), float(kernel[k].iloc[0])
-            raise ValueError(f"the probe's J give {k} = {got:.6g}, aware/kernel.csv {want:.6g}: "
-                             "not the kernel's base sample")  # fmt: skip
+    check_kernel(j_wrong, j_correct, kernel)
     arms = {d: arm_from_fields(f) for d, f in params["arms"].items()}
     options = params["task"].get("options", {})
     train, frames = dict(params["train"]), []
