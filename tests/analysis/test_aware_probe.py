@@ -217,3 +217,27 @@ def test_check_kernel_accepts_the_kernels_own_j_and_names_the_first_mismatch():
     assert str(err.value) == (
         "the probe's J give k_diff = 6, aware/kernel.csv 6.06: not the kernel's base sample"
     )
+
+
+def test_probe_markdown_rows_whole():
+    """Every cell of a row and the table's header compared whole (make mutate: the mode cells and
+    the header survived the partial checks of test_probe_markdown_prints_the_tables_numbers)."""
+    from grpo_dial.analysis.aware_sweep import dose_fit
+    from grpo_dial.analysis.aware_sweep_summary import probe_markdown
+
+    rows = [{"level": "a60", "a": 0.6, "dial": "grpo", "batch": b, "wrong": 0.004 + 0.001 * b,
+             "correct": 0.002 - 0.001 * b, "contrast": 0.002 + 0.002 * b, "grad_norm": 2.0 - b}
+            for b in range(3)]  # fmt: skip
+    pred = pd.DataFrame({"level": ["a60"], "dial": "grpo", "wrong": [0.005], "correct": [0.001]})
+    table = probe_table(pd.DataFrame(rows), pred, "grpo", grad_clip=1.0)
+    lines = probe_markdown(table, dose_fit(table)).splitlines()
+    # means: wrong 5e-3, correct 1e-3, contrast 4e-3; sd 1e-3, 1e-3, 2e-3; t(0.95, 2) = 2.91999
+    h = 2.919986 / np.sqrt(3)
+    cell = lambda m, sd: f"{m:+.2f} [{m - h * sd:+.2f}, {m + h * sd:+.2f}]"  # noqa: E731
+    assert lines[0] == "## The one-step probe (aware_sweep/probe.csv)"
+    assert lines[4].startswith("| a | arm | batches | contrast | predicted | wrong mode |")
+    assert lines[6] == (
+        f"| 0.6 | grpo | 3 | {cell(4, 2)} | +4.00 | {cell(5, 1)} | +5.00 | {cell(1, 1)} | "
+        "+1.00 | +1.00 +- 0.00 | +1.00 | 33 % |"
+    )  # grad_norm 2, 1, 0: the clip at 1 cuts only the first, one batch of three
+    assert len(lines) == 7  # one cell: dose_fit has nothing to fit, so no fit table
