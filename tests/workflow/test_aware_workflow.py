@@ -82,3 +82,17 @@ def test_the_sweeps_optimizers_are_the_configs(tmp_path: Path, optimizers, cells
         if "/aware_sweep/" in p and p.endswith(".parquet") and "tail_frozen" not in p
     }
     assert planned == cells
+
+
+@pytest.mark.parametrize("weights", ["markers", "all", "rows"])
+def test_the_sgd_weights_are_checked_by_the_schema(tmp_path: Path, weights):
+    config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_small.yaml")
+    config["aware_sweep"] = {"optimizers": ["sgd"], "sgd_weights": weights}
+    run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
+    if weights == "rows":
+        lines = [x for x in (run.stdout + run.stderr).splitlines() if "config error" in x]
+        assert run.returncode != 0 and len(lines) == 1, lines
+        assert lines[0].startswith("config error at 'aware_sweep.sgd_weights'"), lines
+        return
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 3

@@ -40,6 +40,7 @@ rule aware_base:
     params:
         **CHANNEL_PARAMS,
         model=config["model"]["base"],
+        sgd_weights=config["aware_sweep"]["sgd_weights"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:
@@ -147,6 +148,7 @@ rule aware_rates:
         reference=config["channel"]["reference"],
         train=config["train"],
         task=TASK,
+        sgd_weights=config["aware_sweep"]["sgd_weights"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:

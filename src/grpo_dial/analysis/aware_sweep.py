@@ -20,7 +20,12 @@ the part that can move one mode against the other) and E[u] the closed form
 state: a first-order prediction, in theta; in tokens dT = T_base dtheta (E[T] = e^theta), in
 L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's learning rate so that this
 predicts a contrast of SGD_TARGET (theta) for the reference arm at the reference level: the
-closed form's magnitude can then be read off the runs directly. AdamW's rate is sized from the same
+closed form's magnitude can then be read off the runs directly. Which weights SGD moves is the
+config's `aware_sweep.sgd_weights` (aware_sweep_train.weight_masks), and J, K and the rate are
+those weights' (`kernel_of`): on every weight K's common direction is ~300x its contrast
+direction (K_ee 62.1, K_ec 61.9, K_cc 61.8), so the sized rate lets batch noise carry both tails
+to the cap; on the mode markers' embedding rows alone K_ec is a fifth of K_ee and K_cc, and the
+same sizing gives stable runs. AdamW's rate is sized from the same
 kernel: its first step moves every weight by about lr, so the tail's continue logit by up to
 lr |J|_1, the same in both modes (the common direction dominates J); lr_adam = ADAM_STEP / |J|_1
 keeps that move at ADAM_STEP. At the 0.005 - 0.01 of the aware study (|J|_1 about 180) it is
@@ -96,10 +101,27 @@ def _base_state(base: pd.DataFrame, level: str, options: Mapping) -> pd.DataFram
     )  # fmt: skip
 
 
+def kernel_of(kernel: pd.DataFrame, weights: str = "all") -> pd.DataFrame:
+    """The one-row kernel of the weights setting `weights` (aware_sweep_train.SGD_WEIGHTS) from
+    aware/kernel.csv; a table without a `weights` column is the kernel of every weight."""
+    if "weights" not in kernel:
+        if weights != "all":
+            raise ValueError(f"the kernel table has no 'weights' column, so no {weights!r} row: "
+                             "rerun rule aware_base")  # fmt: skip
+        return kernel.iloc[[0]]
+    rows = kernel[kernel["weights"] == weights]
+    if rows.empty:
+        have = ", ".join(map(str, kernel["weights"]))
+        raise ValueError(f"aware/kernel.csv has no row for weights {weights!r} (it has {have}): "
+                         "rerun rule aware_base")  # fmt: skip
+    return rows.iloc[[0]]
+
+
 def sgd_prediction(
     dial, base: pd.DataFrame, kernel: pd.DataFrame, level: str, options: Mapping, train: Mapping
 ) -> dict[str, float]:
-    """Per step and unit lr at the base state: dtheta_~, dtheta_= (module docstring)."""
+    """Per step and unit lr at the base state: dtheta_~, dtheta_= (module docstring), through
+    the first row of `kernel` (`kernel_of` picks the row of the weights SGD moves)."""
     from grpo_dial.analysis.aware import predicted_step
 
     state = _base_state(base, level, options)
@@ -112,13 +134,15 @@ def sgd_prediction(
     }  # fmt: skip
 
 
-def sgd_rate(dial, base: pd.DataFrame, kernel: pd.DataFrame, train: Mapping, options: Mapping
-             ) -> pd.DataFrame:  # fmt: skip
+def sgd_rate(dial, base: pd.DataFrame, kernel: pd.DataFrame, train: Mapping, options: Mapping,
+             sgd_weights: str = "all") -> pd.DataFrame:  # fmt: skip
     """One row: the SGD learning rate lr = SGD_TARGET / (steps x per-step contrast per unit lr)
-    of `dial` at REFERENCE_LEVEL; AdamW's lr_adam = ADAM_STEP / |J|_1 (the mean over modes; the
-    first Adam step moves each weight by about lr, so lr |J|_1 bounds the tail logit's first
-    move); and the numbers behind them."""
-    pred = sgd_prediction(dial, base, kernel, REFERENCE_LEVEL, options, train)
+    of `dial` at REFERENCE_LEVEL through the kernel of the weights SGD moves (`sgd_weights`);
+    AdamW's lr_adam = ADAM_STEP / |J|_1 of every weight (the mean over modes; the first Adam
+    step moves each weight by about lr, so lr |J|_1 bounds the tail logit's first move); and
+    the numbers behind them (the SGD kernel's)."""
+    sgd_kernel = kernel_of(kernel, sgd_weights)
+    pred = sgd_prediction(dial, base, sgd_kernel, REFERENCE_LEVEL, options, train)
     per_step = pred["step_wrong"] - pred["step_correct"]
     if not per_step > 0:
         raise ValueError(
@@ -126,12 +150,14 @@ def sgd_rate(dial, base: pd.DataFrame, kernel: pd.DataFrame, train: Mapping, opt
             "choose a reference arm with a push (GRPO)"
         )
     steps = int(train["steps"])
-    k = kernel.iloc[0]
-    l1 = float((k["l1_estimate"] + k["l1_compute"]) / 2)
+    every = kernel_of(kernel, "all").iloc[0]
+    l1 = float((every["l1_estimate"] + every["l1_compute"]) / 2)
+    k = sgd_kernel.iloc[0].drop("weights", errors="ignore")
     return pd.DataFrame(
         [{"lr": SGD_TARGET / (steps * per_step), "lr_adam": ADAM_STEP / l1,
-          "target": SGD_TARGET, "adam_step": ADAM_STEP, "steps": steps,
-          "level": REFERENCE_LEVEL, "contrast_per_step": per_step, **pred, **k.to_dict()}]
+          "sgd_weights": sgd_weights, "target": SGD_TARGET, "adam_step": ADAM_STEP,
+          "steps": steps, "level": REFERENCE_LEVEL, "contrast_per_step": per_step, **pred,
+          **k.to_dict()}]
     )  # fmt: skip
 
 
@@ -158,14 +184,15 @@ def push_snr(dial, options: Mapping, base: pd.DataFrame, train: Mapping,
 
 
 def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sgd_lr: float,
-               arms: Mapping, train: Mapping, options: Mapping, fraction: float
-               ) -> pd.DataFrame:  # fmt: skip
+               arms: Mapping, train: Mapping, options: Mapping, fraction: float,
+               sgd_weights: str = "all") -> pd.DataFrame:  # fmt: skip
     """One row per (optimizer, level, dial, seed): analysis/aware.run_drift against the base,
     the level's awareness, and the predictions (module docstring); the FROZEN arm (trained with
     `arms[FROZEN]`'s dial at learning rate 0) is predicted 0 with a push SNR of 0."""
     from grpo_dial.core.dial import arm_from_fields
 
     rows, pushes = [], {}
+    sgd_kernel = kernel_of(kernel, sgd_weights)
     steps_n = int(train["steps"])
     t_e, t_c = float(base["tail_estimate"].iloc[0]), float(base["tail_compute"].iloc[0])
     for (opt, level, d, seed), s in cells.groupby(["optimizer", "level", "dial", "seed"]):
@@ -176,7 +203,7 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
                           int(train["prompts_per_step"]), lr, train.get("grad_clip"), fraction,
                           base)  # fmt: skip
         if (level, d) not in pushes:
-            sgd = sgd_prediction(dial, base, kernel, level, options, train)
+            sgd = sgd_prediction(dial, base, sgd_kernel, level, options, train)
             snr = push_snr(dial, options, base, train, level)
             if d == FROZEN:
                 snr = dict.fromkeys(snr, 0.0)
@@ -286,6 +313,6 @@ def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = [
     "BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET",
-    "dose_fit", "dose_table", "level_awareness", "push_snr", "sgd_prediction", "sgd_rate",
-    "sweep_runs",
+    "dose_fit", "dose_table", "kernel_of", "level_awareness", "push_snr", "sgd_prediction",
+    "sgd_rate", "sweep_runs",
 ]  # fmt: skip

@@ -67,20 +67,37 @@ def probe_markdown(probe: pd.DataFrame, fit: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "") -> str:
+def rate_notes(rates: pd.Series) -> dict[str, str]:
+    """optimizer -> one sentence on what it trained and at which rate (aware_sweep/rates.csv)."""
+    moved = ("the rows of the mode markers \"=\" and \"~\" in the embedding alone"
+             if rates.get("sgd_weights", "all") == "markers" else "every weight")  # fmt: skip
+    return {
+        "sgd": f"SGD at lr {rates['lr']:.3g} on {moved}, sized so that the closed form through "
+               f"their kernel (K_ee {rates['k_ee']:.3g}, K_ec {rates['k_ec']:.3g}, K_cc "
+               f"{rates['k_cc']:.3g}) moves the reference arm's contrast by {rates['target']:g} "
+               f"in theta over {int(rates['steps'])} steps at {rates['level']}.",
+        "adamw": f"AdamW at lr {rates['lr_adam']:.3g} on every weight (a first step moves the "
+                 f"tail logit by at most {rates['adam_step']:g}).",
+    }  # fmt: skip
+
+
+def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
+                  notes: dict[str, str] | None = None) -> str:  # fmt: skip
     """aware_sweep/summary.md: per optimizer, a table of each level and arm's measured contrast
     and wrong-mode drift in tokens (90 % over seeds, sign and Wilcoxon p) beside the prediction
     (the SGD closed form through the kernel, in tokens; under Adam the push's SNR and one Adam
     coordinate's drift), the common drift d_common in log(1 + T) and the last window's largest
-    truncated share; then the fit of measured on predicted. Every number from `dose` and `fit`."""
+    truncated share; then the fit of measured on predicted. Every number from `dose` and `fit`;
+    notes: a line under each optimizer's heading (`rate_notes`)."""
     lines = ["# The aware tail's dose-response", ""]
     if source:
         lines += [f"From {source}.", ""]
     by = dose.set_index(["optimizer", "level", "dial", "quantity"])
     for opt, g in dose.groupby("optimizer", sort=False):
         pred = "SGD closed form" if opt == "sgd" else "SNR (one Adam coordinate)"
+        note = (notes or {}).get(opt)
         lines += [
-            f"## {opt}", "",
+            f"## {opt}", "", *([note, ""] if note else []),
             f"| a | arm | seeds | contrast, tokens | sign / Wilcoxon p | {pred} | "
             f"wrong-mode drift, tokens | sign / Wilcoxon p | {pred} | right-mode drift, tokens "
             "| common drift, log(1 + T) | truncated, last window (max) |",

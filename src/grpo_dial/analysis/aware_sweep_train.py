@@ -121,6 +121,7 @@ def mode_gradients(model, tokenizer, r, rows: int = 512):
 
 
 KERNEL = ("k_ee", "k_ec", "k_cc", "k_diff")
+SGD_WEIGHTS = ("all", "markers")  # the weights a sweep run may move (`weight_masks`)
 
 
 def kernel_entries(e, c) -> dict[str, float]:
@@ -129,18 +130,78 @@ def kernel_entries(e, c) -> dict[str, float]:
             "k_diff": float((e - c) @ (e - c))}  # fmt: skip
 
 
-def tail_kernel(model, tokenizer, r, rows: int = 512) -> pd.DataFrame:
-    """One row: K_ee, K_ec, K_cc, k_diff (aware_sweep's docstring) and each J's L1 norm (an Adam
-    step that moves every weight by lr along sign(J) moves the tail logit by lr |J|_1) of
-    `mode_gradients(model, tokenizer, r, rows)`, and the decision positions behind each mode's J."""
+def weight_masks(model, tokenizer, weights: str) -> list:
+    """Per trainable parameter (model.parameters() order), the 0/1 mask of the entries a sweep
+    run moves. "all": every entry. "markers": only the rows of the mode markers "=" and "~"
+    (data/tasks/aware.MODES) in the input embedding (with tied embeddings also their output rows).
+    As inputs, "~" reaches only estimate-mode responses (no prompt holds one) and "=" mostly
+    compute-mode ones (every prompt ends in "="); as outputs both rows score a token the trained
+    tail hardly emits. So K_ec is a small share of K_ee and K_cc (on the sweep's base 0.012 against
+    0.059 and 0.071; every weight: 61.9 against 62.1 and 61.8): one mode's tail moves without
+    dragging the other's (analysis/aware_sweep's docstring)."""
+    import torch
+
+    from grpo_dial.data.tasks.aware import MODES
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    if weights == "all":
+        return [torch.ones_like(p) for p in params]
+    if weights != "markers":
+        raise ValueError(f"unknown sweep weights {weights!r}: one of {', '.join(SGD_WEIGHTS)}")
+    ids = []
+    for mode in MODES:
+        got = tokenizer(mode, add_special_tokens=False)["input_ids"]
+        if len(got) != 1:
+            raise ValueError(
+                f"sweep weights 'markers' need the mode marker {mode!r} to be one token; the "
+                f"tokenizer makes {len(got)}: set aware_sweep.sgd_weights to 'all'"
+            )
+        ids += got
+    embedding = model.get_input_embeddings().weight
+    masks = [torch.zeros_like(p) for p in params]
+    rows = [i for i, p in enumerate(params) if p is embedding]
+    if not rows:
+        raise ValueError("sweep weights 'markers': the input embedding is not trainable")
+    masks[rows[0]][ids] = 1.0
+    return masks
+
+
+def restrict(model, masks) -> None:
+    """Make a training step move only the masked entries: a parameter whose mask is all 0 stops
+    requiring a gradient (the optimizer built after this never sees it); a partly masked one has
+    its gradient multiplied by the mask as backward computes it (before clipping and the step).
+    Weight decay would still shrink the masked-out entries: train_cell refuses it."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p, m in zip(params, masks, strict=True):
+        if not bool(m.any()):
+            p.requires_grad_(False)
+        elif not bool(m.all()):
+            p.register_hook(lambda g, m=m: g * m)
+
+
+def tail_kernel(model, tokenizer, r, rows: int = 512, weights: Sequence[str] = ("all",)
+                ) -> pd.DataFrame:  # fmt: skip
+    """One row per entry of `weights` (SGD_WEIGHTS): K_ee, K_ec, K_cc, k_diff (aware_sweep's
+    docstring) of the J of `mode_gradients(model, tokenizer, r, rows)` restricted to the
+    weights that setting moves (`weight_masks`), each J's L1 norm (an Adam step that moves every
+    weight by lr along sign(J) moves the tail logit by lr |J|_1) and the decision positions
+    behind each mode's J."""
+    import torch
+
     e, c, counts = mode_gradients(model, tokenizer, r, rows)
-    if e is None or c is None:
-        return pd.DataFrame([dict.fromkeys(KERNEL, np.nan)])
-    return pd.DataFrame(
-        [{**kernel_entries(e, c), "l1_estimate": float(e.abs().sum()),
-          "l1_compute": float(c.abs().sum()), "positions_estimate": counts["e"],
-          "positions_compute": counts["c"]}]
-    )  # fmt: skip
+    out = []
+    for w in weights:
+        if e is None or c is None:
+            out.append({"weights": w, **dict.fromkeys(KERNEL, np.nan)})
+            continue
+        mask = torch.cat([m.reshape(-1) for m in weight_masks(model, tokenizer, w)]).double()
+        ew, cw = e * mask, c * mask
+        out.append(
+            {"weights": w, **kernel_entries(ew, cw), "l1_estimate": float(ew.abs().sum()),
+             "l1_compute": float(cw.abs().sum()), "positions_estimate": counts["e"],
+             "positions_compute": counts["c"]}
+        )  # fmt: skip
+    return pd.DataFrame(out)
 
 
 # --------------------------------------------------------------------------- training
@@ -164,18 +225,24 @@ def cell_config(train: Mapping, arm, pool: int, pool_seed: int, seed: int, devic
 
 
 def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Sequence[int],
-               pool: int, pool_seed: int, device: str = "cpu", frozen: bool = False
-               ) -> pd.DataFrame:  # fmt: skip
+               pool: int, pool_seed: int, device: str = "cpu", frozen: bool = False,
+               weights: str = "all") -> pd.DataFrame:  # fmt: skip
     """Every seed of `arm` trained for train['steps'] steps from the base in this process, with
     the trainer's own step (train.loop.run_step; no evaluation, probe or checkpoint): the
     runs' step tables (analysis/aware.step_table) with the step's grad_norm and the seed.
     frozen: the tail-frozen control, every step taken at learning rate 0 (aware_sweep's
-    docstring)."""
+    docstring). weights: what the steps move (`weight_masks`: "all", or the mode markers'
+    embedding rows alone)."""
     from grpo_dial.data.tasks import task_from_spec
     from grpo_dial.policy.model import load_policy
     from grpo_dial.train import loop
     from grpo_dial.train import records as rec
 
+    if weights != "all" and float(train.get("weight_decay", 0.0)):
+        raise ValueError(
+            f"sweep weights {weights!r} with weight_decay {train['weight_decay']}: decay would "
+            "move the weights the run holds still; set train.weight_decay to 0"
+        )
     task = task_from_spec(task_spec)
     problems = task.problems("train", pool, pool_seed)
     heldout = task.problems("heldout", 1, pool_seed)
@@ -183,6 +250,8 @@ def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Se
     for seed in seeds:
         config = cell_config(train, arm, pool, pool_seed, int(seed), device)
         model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
+        if weights != "all":
+            restrict(model, weight_masks(model, tokenizer, weights))
         run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
         if frozen:
             for group in run.optimizer.param_groups:

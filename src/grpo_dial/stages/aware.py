@@ -69,7 +69,8 @@ def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
                                    dtype="float32")  # fmt: skip
     rollouts, table = _base_sample(model, tokenizer, params)
     base = step_table(table).assign(special_mass=special_mass(model, tokenizer, rollouts))
-    kernel = tail_kernel(model, tokenizer, rollouts)
+    weights = tuple(dict.fromkeys(("all", params.get("sgd_weights", "all"))))
+    kernel = tail_kernel(model, tokenizer, rollouts, weights=weights)
     log.info("base policy at step 0:\n%s\ntail kernel:\n%s", base.T.to_string(), kernel)
     write_table(table, output["responses"])
     write_table(base, output["base"])
@@ -173,7 +174,7 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
     dial = arm_from_fields(params["arms"][params["reference"]]).dial
     table = sgd_rate(
         dial, read_table(input["base"]), read_table(input["kernel"]), params["train"],
-        params["task"].get("options", {}),
+        params["task"].get("options", {}), sgd_weights=params.get("sgd_weights", "all"),
     )  # fmt: skip
     log.info("SGD rate of the sweep:\n%s", table.to_string(index=False))
     write_table(table, output["rate"])
@@ -182,7 +183,8 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
 def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/{optimizer}/{level}/{dial}.parquet: every seed of one arm trained at one
     awareness level with one optimizer, in this one process (analysis/aware_sweep_train.train_cell);
-    params frozen: the tail-frozen control (the arm's sampling, learning rate 0)."""
+    params frozen: the tail-frozen control (the arm's sampling, learning rate 0). SGD moves the
+    weights aware_sweep/rates.csv was sized for (its sgd_weights), AdamW every weight."""
     from grpo_dial.analysis.aware_sweep import LEVELS
     from grpo_dial.analysis.aware_sweep_train import train_cell
     from grpo_dial.core.dial import arm_from_fields
@@ -193,6 +195,8 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     rates = read_table(input["rate"]).iloc[0]
     train["lr"] = float(rates["lr"] if params["optimizer"] == "sgd" else rates["lr_adam"])
     train["optimizer"] = params["optimizer"]
+    sgd = params["optimizer"] == "sgd" and not params.get("frozen", False)
+    weights = str(rates.get("sgd_weights", "all")) if sgd else "all"
     compute, estimate = LEVELS[params["level"]]
     options = {**params["task"].get("options", {}), "compute_accuracy": compute,
                "estimate_accuracy": estimate}  # fmt: skip
@@ -200,6 +204,7 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
         base_model_path(input, params), {**params["task"], "options": options},
         arm_from_fields(params["arm"]), train, params["seeds"], params["pool"],
         params["pool_seed"], params["device"], frozen=bool(params.get("frozen", False)),
+        weights=weights,
     )  # fmt: skip
     write_table(
         table.assign(level=params["level"], optimizer=params["optimizer"], dial=params["dial"]),
@@ -221,7 +226,7 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
         probe_batches,
         probe_table,
     )
-    from grpo_dial.analysis.aware_sweep import LEVELS, dose_fit, level_awareness
+    from grpo_dial.analysis.aware_sweep import LEVELS, dose_fit, kernel_of, level_awareness
     from grpo_dial.analysis.aware_sweep_train import cell_config, mode_gradients
     from grpo_dial.core.dial import arm_from_fields
     from grpo_dial.policy.model import load_policy
@@ -232,7 +237,7 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
                                    dtype="float32")  # fmt: skip
     j_wrong, j_correct, _ = mode_gradients(model, tokenizer, _base_sample(model, tokenizer,
                                                                           params)[0])  # fmt: skip
-    kernel, base = read_table(input["kernel"]), read_table(input["base"])
+    kernel, base = kernel_of(read_table(input["kernel"]), "all"), read_table(input["base"])
     check_kernel(j_wrong, j_correct, kernel)
     arms = {d: arm_from_fields(f) for d, f in params["arms"].items()}
     options = params["task"].get("options", {})
@@ -267,7 +272,7 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     with the one-step probe's tables after the dose's (input probe, when given)."""
     from grpo_dial.analysis.aware_seeds import truncation_table
     from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown, probe_markdown
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown, probe_markdown, rate_notes
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
@@ -277,6 +282,7 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         cells, read_table(input["base"]), read_table(input["kernel"]), float(rates["lr"]),
         arms, {**params["train"], "lr": float(rates["lr_adam"])},
         params["task"].get("options", {}), params["window_fraction"],
+        sgd_weights=str(rates.get("sgd_weights", "all")),
     )  # fmt: skip
     dose = dose_table(runs)
     log.info("dose-response:\n%s", dose.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
@@ -289,7 +295,7 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         seeds = sorted(set(runs["seed"]))
         source = (f"aware_sweep/dose.csv and fit.csv, seeds {seeds[0]}-{seeds[-1]}, "
                   f"{int(params['train']['steps'])} steps")  # fmt: skip
-        text = dose_markdown(dose, fit, source)
+        text = dose_markdown(dose, fit, source, rate_notes(rates))
         if "probe" in input.keys():
             probe = probe_markdown(read_table(input["probe"]), read_table(input["probe_fit"]))
             text = f"{text}\n{probe}"
