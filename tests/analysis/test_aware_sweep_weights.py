@@ -115,7 +115,18 @@ def test_the_markers_kernel_is_the_full_j_on_the_marker_rows(tiny):
     assert k.loc["markers", "k_diff"] == pytest.approx(float((em - cm) @ (em - cm)), rel=1e-12)
     assert k.loc["markers", "l1_compute"] == pytest.approx(float(cm.abs().sum()), rel=1e-12)
     assert k.loc["markers", "positions_estimate"] == counts["e"]
+    assert k.loc["markers", "positions_compute"] == counts["c"] > 0
     assert 0 < k.loc["markers", "k_ee"] < k.loc["all", "k_ee"]
+
+
+def test_a_sample_without_one_mode_gives_every_weights_row_no_kernel(tiny):
+    _, tok, model = tiny
+    task = AwareTask(estimate_rate=0.0)  # compute mode only: no J_~
+    r, _ = base_responses(model, tok, task, task.problems("train", 3, 0), 2, 8, 1.0,
+                          torch.Generator().manual_seed(0), np.random.default_rng(0))  # fmt: skip
+    k = tail_kernel(model, tok, r, weights=("all", "markers"))
+    assert k["weights"].tolist() == ["all", "markers"]
+    assert k[["k_ee", "k_ec", "k_cc", "k_diff"]].isna().all().all()
 
 
 KERNELS = pd.DataFrame(
