@@ -162,8 +162,10 @@ def test_the_sgd_rate_comes_from_the_markers_row_and_adams_from_every_weight():
 
 
 def test_sweep_runs_predict_sgd_through_the_markers_row_and_adam_apart():
+    """4 steps, window fraction 0.5: the last window is steps 3 and 4, sampled after 2 and 3
+    updates, so every prediction counts 2.5 updates of lr 3 (SGD) or 0.01 (AdamW)."""
     steps = pd.DataFrame(
-        {"step": [1, 2], "n": 16, "accuracy": 0.5, "awareness": 0.6, "pi_wrong": 0.8,
+        {"step": [1, 2, 3, 4], "n": 16, "accuracy": 0.5, "awareness": 0.6, "pi_wrong": 0.8,
          "pi_correct": 0.2, "auc_tail": 0.5, "core": 4.0, "tail": 3.0, "tail_estimate": 3.0,
          "tail_compute": 3.0, "tail_wrong": 3.0, "tail_correct": 3.0, "theta_estimate": 1.1,
          "theta_compute": 1.1, "truncation": 0.0, "n_estimate": 8, "n_compute": 8, "n_wrong": 8,
@@ -172,15 +174,28 @@ def test_sweep_runs_predict_sgd_through_the_markers_row_and_adam_apart():
     grpo = arm_fields(read_arm({"preset": "grpo"}))
     cells = pd.concat([steps.assign(optimizer=o, level="a60", dial="grpo")
                        for o in ("sgd", "adamw")])  # fmt: skip
-    train = {"steps": 2, "group_size": 8, "prompts_per_step": 2, "lr": 0.01}
+    train = {"steps": 4, "group_size": 8, "prompts_per_step": 2, "lr": 0.01}
     base = steps.iloc[[0]].drop(columns=["grad_norm", "seed"]).assign(step=0)
     runs = sweep_runs(cells, base, KERNELS, 3.0, {"grpo": grpo}, train, {}, 0.5,
                       sgd_weights="markers").set_index("optimizer")  # fmt: skip
     p = sgd_prediction(read_arm({"preset": "grpo"}).dial, base, KERNELS.iloc[[1]], "a60", {},
                        train)  # fmt: skip
-    assert runs.loc["sgd", "pred_theta_wrong"] == pytest.approx(p["step_wrong"] * 3.0 * 2)
-    assert runs.loc["sgd", "pred_d_wrong_tokens"] == pytest.approx(3.0 * p["step_wrong"] * 6.0)
+    assert runs.loc["sgd", "pred_theta_wrong"] == pytest.approx(p["step_wrong"] * 3.0 * 2.5)
+    assert runs.loc["sgd", "pred_d_wrong_tokens"] == pytest.approx(3.0 * p["step_wrong"] * 7.5)
     assert np.isnan(runs.loc["adamw", "pred_theta_wrong"]) and runs.loc["adamw", "lr"] == 0.01
+    snr = runs.loc["adamw", "snr_wrong"]
+    assert runs.loc["adamw", "adam_d_wrong_tokens"] == pytest.approx(
+        3.0 * 2.5 * 0.01 * snr / np.sqrt(1 + snr**2)
+    )
+
+
+def test_the_last_window_of_60_steps_follows_53_and_a_half_updates():
+    from grpo_dial.analysis.aware import window_updates
+
+    steps = pd.DataFrame({"step": np.arange(60, 0, -1)})  # any order
+    assert window_updates(steps, 0.2) == 53.5  # steps 49-60 sample after 48-59 updates
+    assert window_updates(steps.head(5), 0.2) == 59.0  # one step: the last, after 59
+    assert window_updates(pd.DataFrame({"step": [1, 2, 3]}), 0.5) == 1.5  # round(1.5) = 2 steps
 
 
 def test_train_cell_refuses_weight_decay_with_the_markers(tiny, tmp_path):

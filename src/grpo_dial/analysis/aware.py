@@ -152,6 +152,12 @@ def _window(steps: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.Data
     return s.head(n), s.tail(n)
 
 
+def window_updates(steps: pd.DataFrame, fraction: float) -> float:
+    """The mean number of updates behind the last window's responses: step k samples before
+    its update, so its responses come from k - 1 updates (the last 12 of 60 steps: 53.5)."""
+    return float((_window(steps, fraction)[1]["step"] - 1).mean())
+
+
 def window_tail(window: pd.DataFrame, key: str) -> float:
     """The mean tail (tokens) of one class over a window of steps: each step's mean tail of
     `key` (estimate, compute, wrong, correct) weighted by its n_<key> responses; NaN without any."""

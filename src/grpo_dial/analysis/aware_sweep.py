@@ -16,16 +16,17 @@ theta_m), and one SGD step would move the tails by
 
 K = the kernel of J (K_ee = J_~ . J_~, K_ec = J_~ . J_=, K_cc = J_= . J_=; k_diff = |J_~ - J_=|^2,
 the part that can move one mode against the other) and E[u] the closed form
-(core/length_drift.tail_drift) at the level's p and a and the base tails. Over S steps at the base
-state: a first-order prediction, in theta; in tokens dT = T_base dtheta (E[T] = e^theta), in
-L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's learning rate so that this
-predicts a contrast of SGD_TARGET (theta) for the reference arm at the reference level: the
-closed form's magnitude can then be read off the runs directly. Which weights SGD moves is the
-config's `aware_sweep.sgd_weights` (aware_sweep_train.weight_masks), and J, K and the rate are
-those weights' (`kernel_of`): on every weight K's common direction is ~300x its contrast
-direction (K_ee 62.1, K_ec 61.9, K_cc 61.8), so the sized rate lets batch noise carry both tails
-to the cap; on the mode markers' embedding rows alone K_ec is a fifth of K_ee and K_cc, and the
-same sizing gives stable runs. AdamW's rate is sized from the same
+(core/length_drift.tail_drift) at the level's p and a and the base tails. Over S updates at the base
+state (in `sweep_runs` S is the mean count behind the last window's samples, aware.window_updates:
+53.5 for the last 12 of 60 steps): a first-order prediction, in theta; in tokens dT = T_base dtheta
+(E[T] = e^theta), in L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's
+learning rate so that this predicts a contrast of SGD_TARGET (theta) for the reference arm at the
+reference level: the closed form's magnitude can then be read off the runs directly. Which weights
+SGD moves is the config's `aware_sweep.sgd_weights` (aware_sweep_train.weight_masks), and J, K and
+the rate are those weights' (`kernel_of`): on every weight K's common direction is ~300x its
+contrast direction (K_ee 62.1, K_ec 61.9, K_cc 61.8), so the sized rate lets batch noise carry both
+tails to the cap; on the mode markers' embedding rows alone K_ec is a fifth of K_ee and K_cc, and
+the same sizing gives stable runs. AdamW's rate is sized from the same
 kernel: its first step moves every weight by about lr, so the tail's continue logit by up to
 lr |J|_1, the same in both modes (the common direction dominates J); lr_adam = ADAM_STEP / |J|_1
 keeps that move at ADAM_STEP. At the 0.005 - 0.01 of the aware study (|J|_1 about 180) it is
@@ -61,7 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_dial.analysis.aware import STEP_COLUMNS, run_drift
+from grpo_dial.analysis.aware import STEP_COLUMNS, run_drift, window_updates
 from grpo_dial.analysis.aware_grid import (
     BLIND_LEVEL,
     FROZEN,
@@ -187,13 +188,13 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
                arms: Mapping, train: Mapping, options: Mapping, fraction: float,
                sgd_weights: str = "all") -> pd.DataFrame:  # fmt: skip
     """One row per (optimizer, level, dial, seed): analysis/aware.run_drift against the base,
-    the level's awareness, and the predictions (module docstring); the FROZEN arm (trained with
+    the level's awareness, and the predictions over the updates behind the run's last window
+    (module docstring); the FROZEN arm (trained with
     `arms[FROZEN]`'s dial at learning rate 0) is predicted 0 with a push SNR of 0."""
     from grpo_dial.core.dial import arm_from_fields
 
     rows, pushes = [], {}
     sgd_kernel = kernel_of(kernel, sgd_weights)
-    steps_n = int(train["steps"])
     t_e, t_c = float(base["tail_estimate"].iloc[0]), float(base["tail_compute"].iloc[0])
     for (opt, level, d, seed), s in cells.groupby(["optimizer", "level", "dial", "seed"]):
         dial = arm_from_fields(arms[d]).dial
@@ -209,8 +210,9 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
                 snr = dict.fromkeys(snr, 0.0)
             pushes[(level, d)] = (sgd, snr)
         sgd, snr = pushes[(level, d)]
-        we, wc = sgd["step_wrong"] * lr * steps_n, sgd["step_correct"] * lr * steps_n
-        adam = {m: steps_n * lr * snr[f"snr_{m}"] / np.sqrt(1 + snr[f"snr_{m}"] ** 2)
+        n = window_updates(steps, fraction)  # the updates behind the last window's samples
+        we, wc = sgd["step_wrong"] * lr * n, sgd["step_correct"] * lr * n
+        adam = {m: n * lr * snr[f"snr_{m}"] / np.sqrt(1 + snr[f"snr_{m}"] ** 2)
                 for m in ("wrong", "correct")}  # fmt: skip
         # the SGD closed form through the kernel (theta, then L and tokens); under Adam one
         # coordinate's drift (each NaN under the other optimizer) and the push's SNR
