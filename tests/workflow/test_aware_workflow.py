@@ -46,11 +46,11 @@ def test_overlay_dry_run_plans_the_aware_rules_only_for_the_aware_task(tmp_path:
 
 def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Path):
     config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_small.yaml")
-    assert sorted(config["dials"]) == ["dr_grpo", "grpo", "nostd_sequence"]
+    assert sorted(config["dials"]) == ["dr_grpo", "dr_grpo_l3", "grpo", "nostd_sequence"]
     run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
     assert run.returncode == 0, run.stderr[-2000:]
     jobs = planned_jobs(run.stdout)
-    assert jobs["aware_sweep_cell"] == 2 * 5 * 3
+    assert jobs["aware_sweep_cell"] == 2 * 5 * 4
     assert jobs["aware_frozen_cell"] == 1  # the tail-frozen control, once (AdamW, a = 0.6)
     assert [jobs.get(r) for r in ("aware_base", "aware_rates", "aware_dose")] == [1, 1, 1]
     assert jobs.get("aware_probe") == 1  # the one-step probe, read by aware_dose
@@ -75,7 +75,7 @@ def test_the_sweeps_optimizers_are_the_configs(tmp_path: Path, optimizers, cells
         assert run.returncode != 0 and len(lines) == 1 and lines[0].startswith(problem), lines
         return
     assert run.returncode == 0, run.stderr[-2000:]
-    assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 3  # one optimizer's cells
+    assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 4  # one optimizer's cells
     planned = {
         p.split("/aware_sweep/")[1].split("/")[0]
         for p in run.stdout.split()
@@ -95,4 +95,4 @@ def test_the_sgd_weights_are_checked_by_the_schema(tmp_path: Path, weights):
         assert lines[0].startswith("config error at 'aware_sweep.sgd_weights'"), lines
         return
     assert run.returncode == 0, run.stderr[-2000:]
-    assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 3
+    assert planned_jobs(run.stdout)["aware_sweep_cell"] == 5 * 4

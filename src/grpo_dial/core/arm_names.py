@@ -18,6 +18,7 @@ ARM_NAMES = {  # arm key -> its name in the docs, the summary and every figure
     "grpo_adaptive": "GRPO, adaptive G",
     "dr_grpo_adaptive": "Dr. GRPO, adaptive G",
     "dr_grpo_lr_matched": "Dr. GRPO, lr matched",
+    "dr_grpo_l3": "Dr. GRPO, L_max 3 (GRPO's step)",
     "hadw": "HA-DW, Eq. 10 anchor",  # the simulation's arm of preset hadw_grpo: one name
     "hadw_grpo": "HA-DW, Eq. 10 anchor",
     "hadw_released": "HA-DW, released anchor",
