@@ -259,3 +259,73 @@ def test_the_summary_says_what_each_optimizer_moved_and_at_which_rate():
     assert text[text.index("## sgd") + 2] == notes["sgd"]
     assert text[text.index("## adamw") + 2] == notes["adamw"]
     assert "## sgd" in dose_markdown(dose, dose_fit(dose))  # no notes: the tables alone
+
+
+def test_the_probes_markers_columns_are_a_real_markers_steps_move(tiny):
+    """The probe's J restricted to the marker rows, projected on batch 0's gradient, against one
+    real trainer step with SGD (lr 1e-3, no clip, same seed) on the marker rows alone: J . dw / lr
+    per mode; the unrestricted columns stay the full J's (they differ)."""
+    from dataclasses import replace
+
+    from grpo_dial.analysis.aware_probe import probe_batches
+    from grpo_dial.analysis.aware_sweep_train import cell_config
+    from grpo_dial.train import loop
+
+    task, tok, model = tiny
+    task = AwareTask(score_truncated=True)
+    r, _ = base_responses(model, tok, task, task.problems("train", 6, 0), 4, 12, 1.0,
+                          torch.Generator().manual_seed(3), np.random.default_rng(3))  # fmt: skip
+    e, c, _ = mode_gradients(model, tok, r)
+    mask = torch.cat([m.reshape(-1) for m in weight_masks(model, tok, "markers")]).double()
+    arm = read_arm({"preset": "grpo"})
+    train = {"steps": 1, "prompts_per_step": 2, "group_size": 4, "lr": 0.5,
+             "max_new_tokens": 12, "heldout_prompts": 1}  # fmt: skip
+    config = cell_config(train, arm, 8, 0, 0)
+    problems, heldout = task.problems("train", 8, 0), task.problems("heldout", 1, 0)
+    probe = probe_batches(model, tok, task, problems, heldout, arm.dial, config, 1, e, c,
+                          {"markers": (e * mask, c * mask)})  # fmt: skip
+    before = [p.detach().clone() for p in model.parameters()]
+    stepped = type(model)(model.config).eval()
+    stepped.load_state_dict(model.state_dict())
+    restrict(stepped, weight_masks(stepped, tok, "markers"))
+    config = replace(config, optimizer="sgd", grad_clip=None, lr=1e-3)
+    run = loop.new_run(stepped, tok, None, problems, heldout, arm.dial, config, None)
+    loop.run_step(run, task, arm.dial, config, 1)
+    delta = torch.cat([(p.detach() - b).reshape(-1) for p, b in
+                       zip(stepped.parameters(), before, strict=True)]).double()  # fmt: skip
+    assert float(delta.abs().max()) > 0 and float((delta * (1 - mask)).abs().max()) == 0.0
+    row = probe.iloc[0]
+    assert row["wrong_markers"] == pytest.approx(float(e @ delta) / 1e-3, rel=1e-3, abs=1e-9)
+    assert row["correct_markers"] == pytest.approx(float(c @ delta) / 1e-3, rel=1e-3, abs=1e-9)
+    assert row["contrast_markers"] == pytest.approx(row["wrong_markers"] - row["correct_markers"])
+    assert row["wrong"] != pytest.approx(row["wrong_markers"], rel=1e-2)
+
+
+def test_the_probe_summary_has_a_section_per_weights_setting():
+    from grpo_dial.analysis.aware_probe import probe_table
+    from grpo_dial.analysis.aware_sweep import dose_fit
+    from grpo_dial.analysis.aware_sweep_summary import probe_markdown
+
+    tables, fits = [], []
+    levels = (("a0", 0.0), ("a40", 0.4), ("a80", 0.8))
+    for w, scale in (("all", 1.0), ("markers", 0.001)):
+        rows = [{"level": lev, "a": a, "dial": "grpo", "batch": b, "wrong": scale * (a + b),
+                 "correct": -scale * b, "contrast": scale * (a + 2 * b), "grad_norm": 0.5}
+                for lev, a in levels for b in range(3)]  # fmt: skip
+        pred = pd.DataFrame([{"level": lev, "dial": "grpo", "wrong": scale * a, "correct": 0.0}
+                             for lev, a in levels])  # fmt: skip
+        t = probe_table(pd.DataFrame(rows), pred, "grpo")
+        tables.append(t.assign(weights=w))
+        fits.append(dose_fit(t).assign(weights=w))
+    text = probe_markdown(pd.concat(tables), pd.concat(fits)).splitlines()
+    heads = [x for x in text if x.startswith("## ")]
+    assert heads == [
+        "## The one-step probe (aware_sweep/probe.csv), SGD on weights `all`",
+        "## The one-step probe (aware_sweep/probe.csv), SGD on weights `markers`",
+    ]
+    rows = [x for x in text if x.startswith("| 0.8 | grpo |")]
+    # contrast 0.8 + 2b over b = 0, 1, 2: mean 2.8, sd 2, t(0.95, 2) 2.92 x 2 / sqrt 3 = 3.37
+    assert rows[0].split(" | ")[3] == "+2800.00 [-571.71, +6171.71]"  # x 10^3
+    assert rows[1].split(" | ")[3] == "+2.80 [-0.57, +6.17]"
+    one = probe_markdown(tables[1].drop(columns="weights"), fits[1].drop(columns="weights"))
+    assert one.startswith("## The one-step probe (aware_sweep/probe.csv)\n")

@@ -144,8 +144,7 @@ rule aware_rates:
     log:
         f"{RESULTS}/logs/aware_sweep/rates.log",
     params:
-        arms=ARM_FIELDS,
-        reference=config["channel"]["reference"],
+        arm=ARM_FIELDS.get(config["channel"]["reference"]),  # the rates are the reference's alone
         train=config["train"],
         task=TASK,
         sgd_weights=config["aware_sweep"]["sgd_weights"],
@@ -254,6 +253,7 @@ rule aware_probe:
         train=train_params,
         seed=config["train"]["seeds"][0],
         batches=config["aware_sweep"]["probe_batches"],
+        sgd_weights=config["aware_sweep"]["sgd_weights"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:

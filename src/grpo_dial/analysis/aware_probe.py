@@ -80,11 +80,13 @@ def check_kernel(j_wrong, j_correct, kernel: pd.DataFrame, rtol: float = 1e-3) -
 
 
 def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
-                  j_wrong, j_correct) -> pd.DataFrame:  # fmt: skip
+                  j_wrong, j_correct, also: Mapping | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per batch (batch, wrong, correct, contrast, grad_norm): `batches` steps of the
     trainer (train.loop.run_step) at the base policy with SGD at learning rate 0 and no clipping,
     each batch's gradient projected by `mode_moves` (module docstring); NaN for a non-finite
-    step. Raises if the weights moved."""
+    step. also: name -> (J_~, J_=) projected on the same gradients as columns wrong_<name>,
+    correct_<name>, contrast_<name> (with J restricted to the weights a masked SGD step moves,
+    J_masked . g = J . (mask g) is that step's move). Raises if the weights moved."""
     from dataclasses import replace
 
     import torch
@@ -103,9 +105,12 @@ def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batch
     for b in range(batches):
         result = loop.run_step(run, task, dial, config, b + 1)
         g = _flat_grad(params)
-        w, c = mode_moves(g, j_wrong, j_correct) if g is not None else (math.nan, math.nan)
-        rows.append({"batch": b, "wrong": w, "correct": c, "contrast": w - c,
-                     "grad_norm": float(result.grad_norm)})  # fmt: skip
+        row = {"batch": b, "grad_norm": float(result.grad_norm)}
+        for name, (jw, jc) in {"": (j_wrong, j_correct), **(also or {})}.items():
+            w, c = mode_moves(g, jw, jc) if g is not None else (math.nan, math.nan)
+            sfx = f"_{name}" if name else ""
+            row |= {f"wrong{sfx}": w, f"correct{sfx}": c, f"contrast{sfx}": w - c}
+        rows.append(row)
     after = torch.cat([p.detach().reshape(-1) for p in params])
     if not torch.equal(before, after):
         raise RuntimeError("probe_batches: the weights moved; the probe must stay at the base")

@@ -35,6 +35,21 @@ def _probe_cell(r) -> str:
 
 
 def probe_markdown(probe: pd.DataFrame, fit: pd.DataFrame) -> str:
+    """The one-step probe as markdown (`weights_probe_markdown`), one section per weights
+    setting when the tables carry a `weights` column (the J of every weight, then of the weights
+    SGD's cells move, projected on the same batches)."""
+    if "weights" not in probe:
+        return weights_probe_markdown(probe, fit)
+    parts = []
+    for w, t in probe.groupby("weights", sort=False):
+        f = fit[fit["weights"] == w] if "weights" in fit else fit
+        text = weights_probe_markdown(t, f)
+        parts.append(text.replace("(aware_sweep/probe.csv)",
+                                  f"(aware_sweep/probe.csv), SGD on weights `{w}`", 1))  # fmt: skip
+    return "\n".join(parts)
+
+
+def weights_probe_markdown(probe: pd.DataFrame, fit: pd.DataFrame) -> str:
     """The one-step probe as markdown: per level and arm, each mode's measured move per unit lr
     and their contrast (x 10^3, mean [90 %] over batches) beside the closed form through the
     kernel, the contrast's ratio to the reference arm's (+- its SE) beside the predicted ratio,

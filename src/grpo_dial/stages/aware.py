@@ -171,7 +171,7 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.analysis.aware_sweep import sgd_rate
     from grpo_dial.core.dial import arm_from_fields
 
-    dial = arm_from_fields(params["arms"][params["reference"]]).dial
+    dial = arm_from_fields(params["arm"]).dial
     table = sgd_rate(
         dial, read_table(input["base"]), read_table(input["kernel"]), params["train"],
         params["task"].get("options", {}), sgd_weights=params.get("sgd_weights", "all"),
@@ -219,15 +219,17 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     (analysis/aware_probe.py). The J are recomputed from rule aware_base's own sample and
     checked against aware/kernel.csv."""
     import numpy as np
+    import torch
 
     from grpo_dial.analysis.aware_probe import (
+        QUANTITIES,
         check_kernel,
         predictions,
         probe_batches,
         probe_table,
     )
     from grpo_dial.analysis.aware_sweep import LEVELS, dose_fit, kernel_of, level_awareness
-    from grpo_dial.analysis.aware_sweep_train import cell_config, mode_gradients
+    from grpo_dial.analysis.aware_sweep_train import cell_config, mode_gradients, weight_masks
     from grpo_dial.core.dial import arm_from_fields
     from grpo_dial.policy.model import load_policy
     from grpo_dial.stages.policy import base_model_path
@@ -237,8 +239,14 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
                                    dtype="float32")  # fmt: skip
     j_wrong, j_correct, _ = mode_gradients(model, tokenizer, _base_sample(model, tokenizer,
                                                                           params)[0])  # fmt: skip
-    kernel, base = kernel_of(read_table(input["kernel"]), "all"), read_table(input["base"])
-    check_kernel(j_wrong, j_correct, kernel)
+    kernels, base = read_table(input["kernel"]), read_table(input["base"])
+    check_kernel(j_wrong, j_correct, kernel_of(kernels, "all"))
+    weights = [w for w in dict.fromkeys(("all", params.get("sgd_weights", "all")))]
+    also = {}  # the J of every other weights setting SGD may move, projected on the same batches
+    for w in weights[1:]:
+        mask = torch.cat([m.reshape(-1) for m in weight_masks(model, tokenizer, w)]).double()
+        also[w] = (j_wrong * mask, j_correct * mask)
+        check_kernel(*also[w], kernel_of(kernels, w))
     arms = {d: arm_from_fields(f) for d, f in params["arms"].items()}
     options = params["task"].get("options", {})
     train, frames = dict(params["train"]), []
@@ -251,14 +259,21 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
             config = cell_config(train, arm, params["pool"], params["pool_seed"],
                                  int(params["seed"]), params["device"])  # fmt: skip
             rows = probe_batches(model, tokenizer, task, problems, heldout, arm.dial, config,
-                                 int(params["batches"]), j_wrong, j_correct)  # fmt: skip
+                                 int(params["batches"]), j_wrong, j_correct, also)  # fmt: skip
             frames.append(rows.assign(level=level, a=level_awareness(level)[1], dial=d))
             log.info("probe %s %s: contrast %.3g +- %.2g", level, d, rows["contrast"].mean(),
                      rows["contrast"].std() / np.sqrt(len(rows)))  # fmt: skip
-    pred = predictions({d: a.dial for d, a in arms.items()}, base, kernel, LEVELS, options, train)
     batches = pd.concat(frames, ignore_index=True)
-    table = probe_table(batches, pred, params["reference"], train.get("grad_clip"))
-    fit = dose_fit(table)
+    tables, fits = [], []
+    for w in weights:  # one table and fit per weights setting, each through its own kernel
+        pred = predictions({d: a.dial for d, a in arms.items()}, base, kernel_of(kernels, w),
+                           LEVELS, options, train)  # fmt: skip
+        own = batches if w == "all" else batches.drop(columns=list(QUANTITIES)).rename(
+            columns={f"{q}_{w}": q for q in QUANTITIES})  # fmt: skip
+        t = probe_table(own, pred, params["reference"], train.get("grad_clip"))
+        tables.append(t.assign(weights=w))
+        fits.append(dose_fit(t).assign(weights=w))
+    table, fit = pd.concat(tables, ignore_index=True), pd.concat(fits, ignore_index=True)
     log.info("one-step probe:\n%s", table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     write_table(batches, output["batches"])
     write_table(table, output["probe"])
