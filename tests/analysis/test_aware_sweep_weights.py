@@ -158,6 +158,8 @@ def test_the_sgd_rate_comes_from_the_markers_row_and_adams_from_every_weight():
     assert rate["lr"] == pytest.approx(0.2 / (40 * per_step))
     assert rate["lr_adam"] == pytest.approx(0.1 / 200)  # every weight's mean |J|_1
     assert rate["sgd_weights"] == "markers" and rate["k_ee"] == 0.5
+    assert (rate["target"], rate["adam_step"], rate["steps"]) == (0.2, 0.1, 40)
+    assert rate["contrast_per_step"] == pytest.approx(per_step)
     assert sgd_rate(preset("grpo"), BASE, KERNELS, TRAIN, opts).iloc[0]["sgd_weights"] == "all"
 
 
@@ -175,18 +177,37 @@ def test_sweep_runs_predict_sgd_through_the_markers_row_and_adam_apart():
     cells = pd.concat([steps.assign(optimizer=o, level="a60", dial="grpo")
                        for o in ("sgd", "adamw")])  # fmt: skip
     train = {"steps": 4, "group_size": 8, "prompts_per_step": 2, "lr": 0.01}
-    base = steps.iloc[[0]].drop(columns=["grad_norm", "seed"]).assign(step=0)
+    # the base's tails: T_~ = 4 (estimate, wrong mode), T_= = 1.5 (compute, right mode)
+    base = steps.iloc[[0]].drop(columns=["grad_norm", "seed"]).assign(
+        step=0, tail_estimate=4.0, tail_compute=1.5)  # fmt: skip
     runs = sweep_runs(cells, base, KERNELS, 3.0, {"grpo": grpo}, train, {}, 0.5,
                       sgd_weights="markers").set_index("optimizer")  # fmt: skip
     p = sgd_prediction(read_arm({"preset": "grpo"}).dial, base, KERNELS.iloc[[1]], "a60", {},
                        train)  # fmt: skip
-    assert runs.loc["sgd", "pred_theta_wrong"] == pytest.approx(p["step_wrong"] * 3.0 * 2.5)
-    assert runs.loc["sgd", "pred_d_wrong_tokens"] == pytest.approx(3.0 * p["step_wrong"] * 7.5)
-    assert np.isnan(runs.loc["adamw", "pred_theta_wrong"]) and runs.loc["adamw", "lr"] == 0.01
-    snr = runs.loc["adamw", "snr_wrong"]
-    assert runs.loc["adamw", "adam_d_wrong_tokens"] == pytest.approx(
-        3.0 * 2.5 * 0.01 * snr / np.sqrt(1 + snr**2)
-    )
+    we, wc = p["step_wrong"] * 3.0 * 2.5, p["step_correct"] * 3.0 * 2.5  # theta over 2.5 updates
+    assert we > 0 > wc
+    sgd, adam = runs.loc["sgd"], runs.loc["adamw"]
+    expect = {"pred_theta_wrong": we, "pred_theta_correct": wc,
+              "pred_contrast": 4 / 5 * we - 1.5 / 2.5 * wc, "pred_d_wrong": 4 / 5 * we,
+              "pred_contrast_tokens": 4 * we - 1.5 * wc, "pred_d_wrong_tokens": 4 * we,
+              "pred_d_correct_tokens": 1.5 * wc}  # fmt: skip
+    for col, value in expect.items():
+        assert sgd[col] == pytest.approx(value, rel=1e-12), col
+        assert np.isnan(adam[col]), col
+    assert adam["lr"] == 0.01
+    a = {m: 2.5 * 0.01 * adam[f"snr_{m}"] / np.sqrt(1 + adam[f"snr_{m}"] ** 2)
+         for m in ("wrong", "correct")}  # fmt: skip
+    expect = {
+        "adam_contrast": 4 / 5 * a["wrong"] - 1.5 / 2.5 * a["correct"],
+        "adam_d_wrong": 4 / 5 * a["wrong"],
+        "adam_contrast_tokens": 4 * a["wrong"] - 1.5 * a["correct"],
+        "adam_d_wrong_tokens": 4 * a["wrong"],
+        "adam_d_correct_tokens": 1.5 * a["correct"],
+    }
+    for col, value in expect.items():
+        assert adam[col] == pytest.approx(value, rel=1e-12), col
+        assert np.isnan(sgd[col]), col
+    assert a["wrong"] > 0 and a["correct"] != 0
 
 
 def test_the_last_window_of_60_steps_follows_53_and_a_half_updates():
@@ -308,12 +329,12 @@ def test_the_probe_summary_has_a_section_per_weights_setting():
 
     tables, fits = [], []
     levels = (("a0", 0.0), ("a40", 0.4), ("a80", 0.8))
-    for w, scale in (("all", 1.0), ("markers", 0.001)):
+    for w, scale, k in (("all", 1.0, 1.0), ("markers", 0.001, 2.0)):  # k: predicted / measured
         rows = [{"level": lev, "a": a, "dial": "grpo", "batch": b, "wrong": scale * (a + b),
                  "correct": -scale * b, "contrast": scale * (a + 2 * b), "grad_norm": 0.5}
                 for lev, a in levels for b in range(3)]  # fmt: skip
-        pred = pd.DataFrame([{"level": lev, "dial": "grpo", "wrong": scale * a, "correct": 0.0}
-                             for lev, a in levels])  # fmt: skip
+        pred = pd.DataFrame([{"level": lev, "dial": "grpo", "wrong": k * scale * a,
+                              "correct": 0.0} for lev, a in levels])  # fmt: skip
         t = probe_table(pd.DataFrame(rows), pred, "grpo")
         tables.append(t.assign(weights=w))
         fits.append(dose_fit(t).assign(weights=w))
@@ -327,5 +348,11 @@ def test_the_probe_summary_has_a_section_per_weights_setting():
     # contrast 0.8 + 2b over b = 0, 1, 2: mean 2.8, sd 2, t(0.95, 2) 2.92 x 2 / sqrt 3 = 3.37
     assert rows[0].split(" | ")[3] == "+2800.00 [-571.71, +6171.71]"  # x 10^3
     assert rows[1].split(" | ")[3] == "+2.80 [-0.57, +6.17]"
+    # each section's fit is its own: the wrong mode's measured a + 1 on predicted k a, through the
+    # origin over a = 0, 0.4, 0.8: slope 2.0 / (0.8 k), 2.5 for `all` and 1.25 for `markers`
+    fit_rows = [x for x in text if x.startswith("| wrong |")]
+    slopes = [float(x.split(" | ")[1]) for x in fit_rows]
+    assert slopes == [2.5, 1.25]
+    assert text.index(fit_rows[0]) < text.index(heads[1]) < text.index(fit_rows[1])
     one = probe_markdown(tables[1].drop(columns="weights"), fits[1].drop(columns="weights"))
     assert one.startswith("## The one-step probe (aware_sweep/probe.csv)\n")
