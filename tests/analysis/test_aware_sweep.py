@@ -312,11 +312,22 @@ def test_dose_figure_draws_measured_against_predicted(tmp_path):
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import dose_figure
 
-    dose = dose_table(pd.concat([_dose_runs(), _dose_runs().assign(optimizer="adamw")]))
+    runs = _dose_runs()
+    a60 = runs[runs["level"] == "a60"]
+    a80 = a60.assign(level="a80", a=0.8, contrast_tokens=a60["contrast_tokens"] + 1,
+                     pred_contrast_tokens=1.2, snr_contrast=2.4)  # fmt: skip
+    runs = pd.concat([runs, a80])
+    dose = dose_table(pd.concat([runs, runs.assign(optimizer="adamw")]))
     fit = dose_fit(dose)
     fig = dose_figure(dose, fit, names={"grpo": "G-label"})
     assert len(fig.axes) == 4
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["G-label"]
     assert fig.axes[2].get_xlabel().startswith("signal-to-noise")
+    row = fit.set_index(["optimizer", "quantity"]).loc[("sgd", "contrast_tokens")]
+    assert fig.axes[0].get_title().splitlines()[1].startswith(f"slope {row['slope']:.3g}, ")
+    fig.canvas.draw()  # the fit sits on its own line, so neighbouring titles never run together
+    renderer = fig.canvas.get_renderer()
+    boxes = [ax.title.get_window_extent(renderer) for ax in fig.axes]
+    assert not boxes[0].overlaps(boxes[1]) and not boxes[2].overlaps(boxes[3])
     save(fig, tmp_path / "dose.png")
     assert (tmp_path / "dose.png").stat().st_size > 0

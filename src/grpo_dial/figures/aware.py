@@ -166,7 +166,7 @@ def dose_figure(
             xlabel = ("closed form through the kernel (SGD), tokens" if opt == "sgd"
                       else "signal-to-noise ratio of the push per batch")  # fmt: skip
             ax.set(xlabel=xlabel, ylabel=f"measured {title} (90% over seeds)",
-                   title=f"{opt}: {title} ({note})")  # fmt: skip
+                   title=f"{opt}: {title}\n{note}")  # fmt: skip
             ax.legend(fontsize=7)
     fig.suptitle("Aware tail across awareness: measured drift against the prediction")
     fig.tight_layout()
