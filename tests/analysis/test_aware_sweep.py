@@ -112,6 +112,20 @@ def test_dose_table_tests_take_offs_against_the_blind_level():
     assert np.isnan(t.loc[("a60", "d_correct_tokens"), "predicted"])  # no pred_ column given
     assert np.isnan(t.loc[("a60", "d_common"), "predicted"])
     assert r["truncation_last"] == pytest.approx(0.03)
+    # BH over grpo's two levels: a0's p is 1 (+-0.05, +-0.15), a60's 1/8 (all four up): 2/8
+    a0 = t.loc[("a0", "contrast_tokens")]
+    assert (r["wilcoxon_p"], a0["wilcoxon_p"]) == (pytest.approx(0.125), pytest.approx(1.0))
+    assert (r["wilcoxon_bh"], a0["wilcoxon_bh"]) == (pytest.approx(0.25), pytest.approx(1.0))
+
+
+def test_bh_adjust_by_hand():
+    from grpo_dial.analysis.aware_seeds import bh_adjust
+
+    # sorted .01 .03 .04 .5 (m = 4): x 4/1, 4/2, 4/3, 4/4 = .04 .06 .0533 .5, then the running
+    # minimum from the top: .04 .0533 .0533 .5
+    out = bh_adjust([0.01, 0.04, 0.03, np.nan, 0.5])
+    assert out[[0, 1, 2, 4]] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.5])
+    assert np.isnan(out[3]) and np.isnan(bh_adjust([np.nan])).all()
 
 
 def test_dose_markdown_prints_the_tables_numbers():
@@ -125,7 +139,8 @@ def test_dose_markdown_prints_the_tables_numbers():
     cell = f"{r['mean']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]"
     row = next(line for line in text.splitlines() if line.startswith("| 0.6 | grpo | 4 |"))
     assert row.split(" | ")[3] == cell  # contrast in tokens, then its p values and prediction
-    assert f"{r['sign_p']:.2g} / {r['wilcoxon_p']:.2g}" in row and "| +0.90 |" in row
+    assert f"{r['sign_p']:.2g} / {r['wilcoxon_p']:.2g} ({r['wilcoxon_bh']:.2g}) |" in row
+    assert "| +0.90 |" in row
     assert row.endswith("| 3.0 % |")  # the largest last-window truncated share, 0.03
     assert "## adamw" not in text  # one optimizer in the table, one section
 

@@ -35,6 +35,17 @@ def rank_tests(x) -> dict[str, float]:
     return out
 
 
+def bh_adjust(p) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (scipy's false_discovery_control) of p's finite
+    values, a family of tests read together (one arm's cells over awareness); NaN stays NaN."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = stats.false_discovery_control(p[ok], method="bh")
+    return out
+
+
 def fisher_p(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
     """Fisher's exact test (two-sided) of k_a of n_a against k_b of n_b; NaN when a side is
     empty."""

@@ -70,7 +70,7 @@ from grpo_dial.analysis.aware_grid import (
     LEVELS,
     REFERENCE_LEVEL,
 )
-from grpo_dial.analysis.aware_seeds import fisher_p, rank_tests
+from grpo_dial.analysis.aware_seeds import bh_adjust, fisher_p, rank_tests
 from grpo_dial.analysis.seed_stats import r_squared, t_interval
 
 SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta), sizing SGD's rate
@@ -244,7 +244,8 @@ DOSE_QUANTITIES = (
 )  # fmt: skip
 DOSE_COLUMNS = (
     "optimizer level a dial quantity n_seeds mean lo hi min max n_pos n_neg sign_p wilcoxon_p "
-    "n_up n_down takeoff_p predicted adam_tabular snr awareness_measured truncation_last"
+    "wilcoxon_bh n_up n_down takeoff_p predicted adam_tabular snr awareness_measured "
+    "truncation_last"
 ).split()
 
 
@@ -258,7 +259,9 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     """DOSE_COLUMNS per optimizer, level, dial and quantity (module docstring). predicted: the
     SGD closed form through the kernel at the run's learning rate (NaN for d_common, whose
     first-order prediction is only the kernel's asymmetry); adam_tabular: one Adam coordinate's
-    drift; snr: of the contrast push (of the wrong-mode push for d_wrong*)."""
+    drift; snr: of the contrast push (of the wrong-mode push for d_wrong*); wilcoxon_bh: the
+    Wilcoxon p adjusted (Benjamini-Hochberg) over the levels of one optimizer, arm and quantity,
+    since "is this arm off 0 anywhere on the sweep" reads five tests at once."""
     rows = []
     for (opt, lev, d), g in runs.groupby(["optimizer", "level", "dial"], sort=False):
         blind = runs[(runs["optimizer"] == opt) & (runs["level"] == BLIND_LEVEL)
@@ -284,7 +287,10 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
                  "awareness_measured": float(g["awareness"].mean()),
                  "truncation_last": float(g["truncation_last"].max())}
             )  # fmt: skip
-    return pd.DataFrame(rows, columns=DOSE_COLUMNS)
+    out = pd.DataFrame(rows, columns=DOSE_COLUMNS)
+    family = out.groupby(["optimizer", "dial", "quantity"], sort=False)["wilcoxon_p"]
+    out["wilcoxon_bh"] = family.transform(bh_adjust)
+    return out
 
 
 FIT_COLUMNS = ("optimizer", "quantity", "predictor", "slope", "r2", "spearman", "spearman_p", "n")

@@ -18,6 +18,11 @@ def _cell(r) -> str:
                       digits=2)  # fmt: skip
 
 
+def _tests(row) -> str:
+    """sign p / Wilcoxon p (the Wilcoxon p adjusted over the arm's levels, Benjamini-Hochberg)."""
+    return f"{_p(row['sign_p'])} / {_p(row['wilcoxon_p'])} ({_p(row['wilcoxon_bh'])})"
+
+
 def _predicted(row, optimizer: str) -> str:
     """The prediction beside a measured cell: the SGD closed form, or Adam's SNR (and drift)."""
     if optimizer == "sgd":
@@ -99,7 +104,8 @@ def rate_notes(rates: pd.Series) -> dict[str, str]:
 def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
                   notes: dict[str, str] | None = None) -> str:  # fmt: skip
     """aware_sweep/summary.md: per optimizer, a table of each level and arm's measured contrast
-    and wrong-mode drift in tokens (90 % over seeds, sign and Wilcoxon p) beside the prediction
+    and wrong-mode drift in tokens (90 % over seeds, sign and Wilcoxon p, the latter also
+    adjusted over the arm's levels) beside the prediction
     (the SGD closed form through the kernel, in tokens; under Adam the push's SNR and one Adam
     coordinate's drift), the common drift d_common in log(1 + T) and the last window's largest
     truncated share; then the fit of measured on predicted. Every number from `dose` and `fit`;
@@ -113,9 +119,9 @@ def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
         note = (notes or {}).get(opt)
         lines += [
             f"## {opt}", "", *([note, ""] if note else []),
-            f"| a | arm | seeds | contrast, tokens | sign / Wilcoxon p | {pred} | "
-            f"wrong-mode drift, tokens | sign / Wilcoxon p | {pred} | right-mode drift, tokens "
-            "| common drift, log(1 + T) | truncated, last window (max) |",
+            f"| a | arm | seeds | contrast, tokens | sign / Wilcoxon p (BH) | {pred} | "
+            f"wrong-mode drift, tokens | sign / Wilcoxon p (BH) | {pred} | "
+            "right-mode drift, tokens | common drift, log(1 + T) | truncated, last window (max) |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for (lev, d), _ in g.groupby(["level", "dial"], sort=False):
@@ -123,10 +129,9 @@ def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
             r, m = by.loc[(opt, lev, d, "d_correct_tokens")], by.loc[(opt, lev, d, "d_common")]
 
             lines.append(
-                f"| {c['a']:.1f} | {d} | {int(c['n_seeds'])} | {_cell(c)} | {_p(c['sign_p'])} / "
-                f"{_p(c['wilcoxon_p'])} | {_predicted(c, opt)} | {_cell(w)} | {_p(w['sign_p'])} / "
-                f"{_p(w['wilcoxon_p'])} | {_predicted(w, opt)} | {_cell(r)} | {_cell(m)} | "
-                f"{100 * c['truncation_last']:.1f} % |"
+                f"| {c['a']:.1f} | {d} | {int(c['n_seeds'])} | {_cell(c)} | {_tests(c)} | "
+                f"{_predicted(c, opt)} | {_cell(w)} | {_tests(w)} | {_predicted(w, opt)} | "
+                f"{_cell(r)} | {_cell(m)} | {100 * c['truncation_last']:.1f} % |"
             )
         lines.append("")
     if len(fit):
