@@ -12,6 +12,7 @@ import torch
 from grpo_dial.analysis.aware_bridge import bridge_sources, length_bridge
 from grpo_dial.analysis.aware_sim import push_moments
 from grpo_dial.analysis.aware_sweep import (
+    FROZEN,
     LEVELS,
     dose_fit,
     dose_table,
@@ -128,6 +129,37 @@ def test_bh_adjust_by_hand():
     assert np.isnan(out[3]) and np.isnan(bh_adjust([np.nan])).all()
 
 
+def test_dose_table_nets_every_cell_of_the_control():
+    runs = _dose_runs()
+    frozen = runs[runs["level"] == "a60"].assign(
+        optimizer="adamw", dial=FROZEN, contrast_tokens=[-0.1, -0.3, -0.2, -0.2]
+    )
+    t = dose_table(pd.concat([runs, frozen])).set_index(["optimizer", "level", "dial", "quantity"])
+    r = t.loc[("sgd", "a60", "grpo", "contrast_tokens")]
+    # grpo at a60: 2, 2, 2, 0.15 (mean 1.5375); the control's mean -0.2 (an AdamW run nets SGD's)
+    x, y = np.array([2.0, 2.0, 2.0, 0.15]), np.array([-0.1, -0.3, -0.2, -0.2])
+    vx, vy = x.var(ddof=1) / 4, y.var(ddof=1) / 4
+    nu = (vx + vy) ** 2 / (vx**2 / 3 + vy**2 / 3)
+    from scipy import stats
+
+    h = stats.t.ppf(0.95, nu) * np.sqrt(vx + vy)
+    assert r["net"] == pytest.approx(1.7375)
+    assert (r["net_lo"], r["net_hi"]) == (pytest.approx(1.7375 - h), pytest.approx(1.7375 + h))
+    assert t.loc[("sgd", "a0", "grpo", "contrast_tokens"), "net"] == pytest.approx(0.2)
+    assert np.isnan(t.loc[("adamw", "a60", FROZEN, "contrast_tokens"), "net"])  # not itself
+    assert np.isnan(dose_table(runs)["net"]).all()  # no control: no net
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+
+    dose = dose_table(pd.concat([runs, frozen]))
+    lines = dose_markdown(dose, dose_fit(dose)).splitlines()
+    row = next(line for line in lines if line.startswith("| 0.6 | grpo | 4 |")).split(" | ")
+    w = t.loc[("sgd", "a60", "grpo", "d_wrong_tokens")]
+    assert row[6] == f"{r['net']:+.2f} [{r['net_lo']:+.2f}, {r['net_hi']:+.2f}]"  # the contrast's
+    assert row[10] == f"{w['net']:+.2f} [{w['net_lo']:+.2f}, {w['net_hi']:+.2f}]"  # wrong mode's
+    control = next(line for line in lines if line.startswith(f"| 0.6 | {FROZEN} |")).split(" | ")
+    assert control[6] == "n/a" and control[10] == "n/a"
+
+
 def test_dose_markdown_prints_the_tables_numbers():
     from grpo_dial.analysis.aware_sweep_summary import dose_markdown
 
@@ -156,6 +188,20 @@ def test_dose_fit_slope_through_the_origin_by_hand():
     assert f["slope"] == pytest.approx(slope)
     assert f["r2"] == pytest.approx(1 - ((y - slope * x) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     assert f["spearman"] == pytest.approx(1.0) and f["predictor"] == "predicted"
+    # the line with an intercept: centred x -1.5 -0.5 0.5 1.5, centred y -1.425 -0.625 0.675
+    # 1.375: slope 4.85 / 5 = 0.97, intercept 1.525 - 0.97 x 1.5 = 0.07
+    xc, yc = x - x.mean(), y - y.mean()
+    b = (xc @ yc) / (xc @ xc)
+    assert f["slope_affine"] == pytest.approx(0.97) and f["intercept"] == pytest.approx(0.07)
+    assert f["r2_affine"] == pytest.approx(1 - ((y - y.mean() + b * x.mean() - b * x) ** 2).sum()
+                                           / (yc**2).sum())  # fmt: skip
+    from grpo_dial.analysis.aware_sweep import DOSE_COLUMNS
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+
+    text = dose_markdown(pd.DataFrame(columns=DOSE_COLUMNS), dose_fit(dose))
+    line = next(x for x in text.splitlines() if x.startswith("| sgd | contrast_tokens |"))
+    assert line.endswith(f"| {slope:.3g} | {f['r2']:.2f} | +1.00 (0) | 0.97 | +0.070 | "
+                         f"{f['r2_affine']:.2f} | 4 |")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the base policy
@@ -332,11 +378,21 @@ def test_dose_figure_draws_measured_against_predicted(tmp_path):
     a80 = a60.assign(level="a80", a=0.8, contrast_tokens=a60["contrast_tokens"] + 1,
                      pred_contrast_tokens=1.2, snr_contrast=2.4)  # fmt: skip
     runs = pd.concat([runs, a80])
-    dose = dose_table(pd.concat([runs, runs.assign(optimizer="adamw")]))
+    frozen = runs[runs["level"] == "a60"].assign(
+        optimizer="adamw", dial=FROZEN, contrast_tokens=[-0.1, -0.3, -0.2, -0.2]
+    )
+    dose = dose_table(pd.concat([runs, runs.assign(optimizer="adamw"), frozen]))
     fit = dose_fit(dose)
-    fig = dose_figure(dose, fit, names={"grpo": "G-label"})
+    fig = dose_figure(dose, fit, names={"grpo": "G-label"}, control=FROZEN)
     assert len(fig.axes) == 4
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["G-label"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    f = fit.set_index(["optimizer", "quantity"]).loc[("sgd", "contrast_tokens")]
+    assert legend[:2] == [f"line {f['slope_affine']:.2f} x {f['intercept']:+.3f}",
+                          f"{FROZEN} (the shared offset)"]  # fmt: skip
+    assert "G-label" in legend
+    # the control's level: a flat line at its mean contrast, -0.2, on the SGD panel too
+    flat = [ln.get_ydata() for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "-."]
+    assert len(flat) == 1 and np.allclose(flat[0], -0.2)
     assert fig.axes[2].get_xlabel().startswith("signal-to-noise")
     row = fit.set_index(["optimizer", "quantity"]).loc[("sgd", "contrast_tokens")]
     assert fig.axes[0].get_title().splitlines()[1].startswith(f"slope {row['slope']:.3g}, ")

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from grpo_dial.analysis.seed_stats import MIN_SEEDS, interval_columns, r_squared, t_interval
+from grpo_dial.analysis.seed_stats import (
+    MIN_SEEDS,
+    difference_interval,
+    interval_columns,
+    r_squared,
+    t_interval,
+)
 
 
 def test_t_interval_by_hand():
@@ -64,3 +70,21 @@ def test_r_squared_by_hand_and_its_argument_order():
     assert np.isnan(r_squared([2.0, 2.0], [1.0, 3.0]))  # nothing to explain
     with pytest.raises(ValueError, match=r"observed \(2,\) and predicted \(3,\)"):
         r_squared([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_difference_interval_is_welch_by_hand():
+    # x = 1, 2, 3 (mean 2, s^2 1), y = 0, 0, 1, 1, nan (mean 0.5, s^2 1/3): v_x = 1/3, v_y = 1/12,
+    # nu = (5/12)^2 / ((1/3)^2 / 2 + (1/12)^2 / 3) = 3 exactly, h = t_{0.95, 3} sqrt(5/12)
+    diff, lo, hi = difference_interval([1.0, 2.0, 3.0], [0.0, 0.0, 1.0, 1.0, np.nan], 0.9)
+    h = 2.353363434801823 * np.sqrt(5 / 12)  # t_{0.95, 3} from a table
+    assert diff == pytest.approx(1.5)
+    assert (lo, hi) == (pytest.approx(1.5 - h), pytest.approx(1.5 + h))
+    assert difference_interval([5.0, 6.0, 7.0], [1.0, 2.0, 3.0])[0] == pytest.approx(4.0)  # x - y
+
+
+def test_difference_interval_needs_three_seeds_a_side():
+    diff, lo, hi = difference_interval([1.0, 2.0], [0.0, 1.0, 2.0])
+    assert diff == pytest.approx(0.5) and np.isnan(lo) and np.isnan(hi)
+    assert all(np.isnan(difference_interval([], [1.0, 2.0, 3.0])))
+    with pytest.raises(ValueError, match="level must lie in"):
+        difference_interval([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 1.0)

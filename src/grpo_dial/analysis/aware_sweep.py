@@ -44,12 +44,17 @@ keeps a weight: the gradient is 0, and SGD and AdamW (weight decay 0, no KL) tak
 aware_sweep_train.train_cell runs as learning rate 0 (the same update; the step's grad_norm is
 still logged). It is trained once, with AdamW at REFERENCE_LEVEL (a zero step depends on
 neither), and predicted 0: what its tails do is what the measure does without any update, so every
-other arm's common drift (d_common) beyond it is the updates' own.
+other arm's common drift (d_common) beyond it is the updates' own. Every run is measured against
+one base sample (aware/base.csv), so that sample's error is one offset shared by every cell and
+seed, which intervals over seeds do not see; the control measures it. `net`: a cell's mean minus
+the control's, with Welch's interval over both arms' seeds (seed_stats.difference_interval).
 
 `dose_table`: per optimizer, level, arm and quantity, the seed mean with its 90 % t interval, the
 sign and Wilcoxon tests over seeds, the take-offs with Fisher's p against the same arm and
-optimizer at a = 0, beside the predictions; `dose_fit` the measured-on-predicted slope, R^2 and
-Spearman's rank correlation over levels and arms per optimizer; its markdown:
+optimizer at a = 0, beside the predictions and the mean net of the control; `dose_fit` the
+measured-on-predicted slope through the origin, R^2 and Spearman's rank correlation over levels
+and arms per optimizer, and the least-squares line with an intercept (which, if the shared offset
+is all that the origin misses, finds the control's value); its markdown:
 analysis/aware_sweep_summary.py. The transformer's parts (the base policy, the kernel, a cell's
 training): analysis/aware_sweep_train.py.
 """
@@ -71,7 +76,7 @@ from grpo_dial.analysis.aware_grid import (
     REFERENCE_LEVEL,
 )
 from grpo_dial.analysis.aware_seeds import bh_adjust, fisher_p, rank_tests
-from grpo_dial.analysis.seed_stats import r_squared, t_interval
+from grpo_dial.analysis.seed_stats import difference_interval, r_squared, t_interval
 
 SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta), sizing SGD's rate
 ADAM_STEP = 0.1  # theta moved by Adam's first step if every weight moved by lr along sign(J)
@@ -243,7 +248,8 @@ DOSE_QUANTITIES = (
     "contrast_tokens", "d_wrong_tokens", "d_correct_tokens", "contrast", "d_wrong", "d_common",
 )  # fmt: skip
 DOSE_COLUMNS = (
-    "optimizer level a dial quantity n_seeds mean lo hi min max n_pos n_neg sign_p wilcoxon_p "
+    "optimizer level a dial quantity n_seeds mean lo hi min max net net_lo net_hi n_pos n_neg "
+    "sign_p wilcoxon_p "
     "wilcoxon_bh n_up n_down takeoff_p predicted adam_tabular snr awareness_measured "
     "truncation_last"
 ).split()
@@ -261,8 +267,11 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     first-order prediction is only the kernel's asymmetry); adam_tabular: one Adam coordinate's
     drift; snr: of the contrast push (of the wrong-mode push for d_wrong*); wilcoxon_bh: the
     Wilcoxon p adjusted (Benjamini-Hochberg) over the levels of one optimizer, arm and quantity,
-    since "is this arm off 0 anywhere on the sweep" reads five tests at once."""
+    since "is this arm off 0 anywhere on the sweep" reads five tests at once; net, net_lo,
+    net_hi: the mean minus the FROZEN control's (its seeds, whatever its optimizer: a zero step
+    is the same under both) with Welch's interval, NaN for the control and without one."""
     rows = []
+    control = runs[runs["dial"] == FROZEN]
     for (opt, lev, d), g in runs.groupby(["optimizer", "level", "dial"], sort=False):
         blind = runs[(runs["optimizer"] == opt) & (runs["level"] == BLIND_LEVEL)
                      & (runs["dial"] == d)]  # fmt: skip
@@ -276,10 +285,14 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
             s = t_interval(x, level)
             pred = f"pred_{q}" if f"pred_{q}" in g else None
             adam = f"adam_{q}" if f"adam_{q}" in g else None
+            net, net_lo, net_hi = (difference_interval(x, control[q], level)
+                                   if d != FROZEN and len(control) else (np.nan,) * 3)  # fmt: skip
             rows.append(
                 {"optimizer": opt, "level": lev, "a": float(g["a"].iloc[0]), "dial": d,
                  "quantity": q, "n_seeds": len(g), "mean": s.mean, "lo": s.lo, "hi": s.hi,
-                 "min": s.low, "max": s.high, **rank_tests(x), "n_up": up, "n_down": down,
+                 "min": s.low, "max": s.high, "net": net, "net_lo": net_lo,
+                 "net_hi": net_hi,
+                 **rank_tests(x), "n_up": up, "n_down": down,
                  "takeoff_p": takeoff_p,
                  "predicted": float(g[pred].mean()) if pred else float("nan"),
                  "adam_tabular": float(g[adam].mean()) if adam else float("nan"),
@@ -293,13 +306,17 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     return out
 
 
-FIT_COLUMNS = ("optimizer", "quantity", "predictor", "slope", "r2", "spearman", "spearman_p", "n")
+FIT_COLUMNS = (
+    "optimizer", "quantity", "predictor", "slope", "r2", "spearman", "spearman_p", "slope_affine",
+    "intercept", "r2_affine", "n",
+)  # fmt: skip
 
 
 def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
     """Per optimizer and quantity, over every (level, arm) cell: the least-squares slope of the
-    measured mean on the prediction through the origin, its R^2 and Spearman's rank correlation.
-    The predictor is the SGD closed form under SGD and the SNR under Adam."""
+    measured mean on the prediction through the origin, its R^2 and Spearman's rank correlation,
+    and the least-squares line with an intercept (slope_affine, intercept, r2_affine). The
+    predictor is the SGD closed form under SGD and the SNR under Adam."""
     rows = []
     for (opt, q), g in dose.groupby(["optimizer", "quantity"], sort=False):
         predictor = "predicted" if opt == "sgd" else "snr"
@@ -311,10 +328,12 @@ def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
         if np.ptp(x) == 0 or np.ptp(y) == 0:
             continue
         rho = stats.spearmanr(x, y)
+        line = stats.linregress(x, y)
         rows.append(
             {"optimizer": opt, "quantity": q, "predictor": predictor, "slope": slope,
              "r2": r_squared(y, slope * x), "spearman": float(rho.statistic),
-             "spearman_p": float(rho.pvalue), "n": len(ok)}
+             "spearman_p": float(rho.pvalue), "slope_affine": float(line.slope),
+             "intercept": float(line.intercept), "r2_affine": float(line.rvalue**2), "n": len(ok)}
         )  # fmt: skip
     return pd.DataFrame(rows, columns=list(FIT_COLUMNS))
 

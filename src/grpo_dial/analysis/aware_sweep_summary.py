@@ -23,6 +23,15 @@ def _tests(row) -> str:
     return f"{_p(row['sign_p'])} / {_p(row['wilcoxon_p'])} ({_p(row['wilcoxon_bh'])})"
 
 
+def _net(row) -> str:
+    """The mean net of the tail-frozen control with Welch's 90 % interval; n/a for the control."""
+    if pd.isna(row["net"]):
+        return "n/a"
+    if pd.isna(row["net_lo"]):
+        return f"{row['net']:+.2f}"
+    return f"{row['net']:+.2f} [{row['net_lo']:+.2f}, {row['net_hi']:+.2f}]"
+
+
 def _predicted(row, optimizer: str) -> str:
     """The prediction beside a measured cell: the SGD closed form, or Adam's SNR (and drift)."""
     if optimizer == "sgd":
@@ -107,7 +116,8 @@ def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
     and wrong-mode drift in tokens (90 % over seeds, sign and Wilcoxon p, the latter also
     adjusted over the arm's levels) beside the prediction
     (the SGD closed form through the kernel, in tokens; under Adam the push's SNR and one Adam
-    coordinate's drift), the common drift d_common in log(1 + T) and the last window's largest
+    coordinate's drift), each drift net of the tail-frozen control (Welch's interval), the common
+    drift d_common in log(1 + T) and the last window's largest
     truncated share; then the fit of measured on predicted. Every number from `dose` and `fit`;
     notes: a line under each optimizer's heading (`rate_notes`)."""
     lines = ["# The aware tail's dose-response", ""]
@@ -120,9 +130,10 @@ def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
         lines += [
             f"## {opt}", "", *([note, ""] if note else []),
             f"| a | arm | seeds | contrast, tokens | sign / Wilcoxon p (BH) | {pred} | "
-            f"wrong-mode drift, tokens | sign / Wilcoxon p (BH) | {pred} | "
-            "right-mode drift, tokens | common drift, log(1 + T) | truncated, last window (max) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f"net of the control | wrong-mode drift, tokens | sign / Wilcoxon p (BH) | {pred} | "
+            "net of the control | right-mode drift, tokens | net of the control | "
+            "common drift, log(1 + T) | truncated, last window (max) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]  # fmt: skip
         for (lev, d), _ in g.groupby(["level", "dial"], sort=False):
             c, w = by.loc[(opt, lev, d, "contrast_tokens")], by.loc[(opt, lev, d, "d_wrong_tokens")]
@@ -130,17 +141,23 @@ def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
 
             lines.append(
                 f"| {c['a']:.1f} | {d} | {int(c['n_seeds'])} | {_cell(c)} | {_tests(c)} | "
-                f"{_predicted(c, opt)} | {_cell(w)} | {_tests(w)} | {_predicted(w, opt)} | "
-                f"{_cell(r)} | {_cell(m)} | {100 * c['truncation_last']:.1f} % |"
+                f"{_predicted(c, opt)} | {_net(c)} | {_cell(w)} | {_tests(w)} | "
+                f"{_predicted(w, opt)} | {_net(w)} | {_cell(r)} | {_net(r)} | {_cell(m)} | "
+                f"{100 * c['truncation_last']:.1f} % |"
             )
         lines.append("")
     if len(fit):
         lines += ["## Measured on predicted, over levels and arms", "",
-                  "| optimizer | quantity | predictor | slope | R^2 | Spearman (p) | cells |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "Through the origin (slope, R^2), and the least-squares line with an intercept "
+                  "(the intercept is the offset every cell shares; compare the control's).", "",
+                  "| optimizer | quantity | predictor | slope | R^2 | Spearman (p) | "
+                  "line: slope | intercept | R^2 | cells |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for _, f in fit.iterrows():
             lines.append(
                 f"| {f['optimizer']} | {f['quantity']} | {f['predictor']} | {f['slope']:.3g} | "
-                f"{f['r2']:.2f} | {f['spearman']:+.2f} ({_p(f['spearman_p'])}) | {int(f['n'])} |"
+                f"{f['r2']:.2f} | {f['spearman']:+.2f} ({_p(f['spearman_p'])}) | "
+                f"{f['slope_affine']:.3g} | {f['intercept']:+.3f} | {f['r2_affine']:.2f} | "
+                f"{int(f['n'])} |"
             )
     return "\n".join(lines).rstrip() + "\n"

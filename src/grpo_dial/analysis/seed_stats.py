@@ -10,6 +10,14 @@ It is given only from MIN_SEEDS = 3 values on: with 2 seeds t has one degree of 
 to put a count below zero. Below 3 values the bounds are NaN and the seeds' own values (their
 smallest and largest) stand in; `summary_format.over_seeds` prints them so.
 
+The difference of two means over independent seeds, mean(x) - mean(y), with Welch's t interval
+(unequal variances; Welch-Satterthwaite degrees of freedom; scipy's ttest_ind):
+
+    h = t_{(1+L)/2, nu} sqrt(v_x + v_y),
+    nu = (v_x + v_y)^2 / (v_x^2 / (n_x - 1) + v_y^2 / (n_y - 1)),  v = s^2 / n,
+
+given from MIN_SEEDS values on each side.
+
 R^2 of predictions f against observations y: 1 - sum (y - f)^2 / sum (y - mean y)^2, NaN when y
 is constant (nothing to explain). Pure numpy / scipy.
 """
@@ -67,6 +75,24 @@ def interval_columns(x, name: str, level: float = 0.9, mean: str | None = None) 
     }
 
 
+def difference_interval(x, y, level: float = 0.9) -> tuple[float, float, float]:
+    """mean(x) - mean(y) over their finite values and Welch's t interval of it (module docstring):
+    (difference, lo, hi); NaN bounds below MIN_SEEDS values on either side or when both sides
+    are constant."""
+    if not 0 < level < 1:
+        raise ValueError(f"difference_interval: level must lie in (0, 1), got {level}")
+    x, y = (np.asarray(v, dtype=float).ravel() for v in (x, y))
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    nan = float("nan")
+    if not x.size or not y.size:
+        return nan, nan, nan
+    diff = float(x.mean() - y.mean())
+    if min(x.size, y.size) < MIN_SEEDS or (np.ptp(x) == 0 and np.ptp(y) == 0):
+        return diff, nan, nan
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(level)
+    return diff, float(ci.low), float(ci.high)
+
+
 def r_squared(observed, predicted) -> float:
     """1 - sum (y - f)^2 / sum (y - mean y)^2 with y = observed, f = predicted (same shape);
     NaN when the observed values are constant."""
@@ -77,4 +103,7 @@ def r_squared(observed, predicted) -> float:
     return 1.0 - float(np.sum((y - f) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
 
 
-__all__ = ["MIN_SEEDS", "SeedInterval", "interval_columns", "r_squared", "t_interval"]
+__all__ = [
+    "MIN_SEEDS", "SeedInterval", "difference_interval", "interval_columns", "r_squared",
+    "t_interval",
+]  # fmt: skip

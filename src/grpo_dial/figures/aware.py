@@ -10,7 +10,9 @@ form's SGD ratio and its signal-to-noise (Adam) ratio.
 `dose_figure`: the dose-response sweep, one row per optimizer (SGD, AdamW) and one column per
 quantity (mode contrast and wrong-mode drift, tokens): per level and arm the seed mean with its
 90 % interval against the prediction (SGD: the closed form through the base's kernel, the line
-y = x; AdamW: the push's signal-to-noise ratio, the line the fitted slope).
+y = x, and dashed the least-squares line with its intercept; AdamW: the push's signal-to-noise
+ratio, the line the fitted slope); `control`'s mean as a horizontal line: the offset every cell
+shares (each run is measured against one base sample).
 
 Drawn from the rules' tables only.
 """
@@ -127,9 +129,14 @@ def decomposition_figure(
 
 
 def dose_figure(
-    dose: pd.DataFrame, fit: pd.DataFrame | None = None, *, names: Mapping[str, str] | None = None
+    dose: pd.DataFrame,
+    fit: pd.DataFrame | None = None,
+    *,
+    names: Mapping[str, str] | None = None,
+    control: str | None = None,
 ) -> plt.Figure:
-    """dose: analysis/aware_sweep.dose_table; fit: its dose_fit. Module docstring."""
+    """dose: analysis/aware_sweep.dose_table; fit: its dose_fit; control: the dial of the
+    tail-frozen control (aware_grid.FROZEN), drawn as a level. Module docstring."""
     theme()
     show = partial(label, names=names)
     quantities = [("contrast_tokens", "mode contrast, tokens"),
@@ -162,6 +169,15 @@ def dose_figure(
                 slope = 1.0 if opt == "sgd" else float(f["slope"])
             if len(span):
                 ax.plot(span, slope * span, color="grey", lw=0.8, ls=":")
+            if len(span) and opt == "sgd" and fits is not None and (opt, q) in fits.index:
+                f = fits.loc[(opt, q)]
+                line = f"line {f['slope_affine']:.2f} x {f['intercept']:+.3f}"
+                ax.plot(span, f["intercept"] + f["slope_affine"] * span, color="grey", lw=0.8,
+                        ls="--", label=line)  # fmt: skip
+            offset = dose[(dose["dial"] == control) & (dose["quantity"] == q)]["mean"]
+            if control is not None and len(offset):
+                ax.axhline(float(offset.iloc[0]), color="tab:purple", lw=0.8, ls="-.",
+                           label=f"{show(control)} (the shared offset)")  # fmt: skip
             ax.axhline(0, color="grey", lw=0.6)
             xlabel = ("closed form through the kernel (SGD), tokens" if opt == "sgd"
                       else "signal-to-noise ratio of the push per batch")  # fmt: skip

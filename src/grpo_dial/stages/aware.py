@@ -319,9 +319,11 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 
 def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    from grpo_dial.analysis.aware_grid import FROZEN
     from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import dose_figure
 
-    fig = dose_figure(read_table(input["dose"]), read_table(input["fit"]), names=ARM_NAMES)
+    fig = dose_figure(read_table(input["dose"]), read_table(input["fit"]), names=ARM_NAMES,
+                      control=FROZEN)  # fmt: skip
     save(fig, output["png"], output["pdf"])
