@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats
 
 from grpo_dial.analysis.aware_bridge import bridge_sources, length_bridge
 from grpo_dial.analysis.aware_sim import push_moments
@@ -160,6 +161,42 @@ def test_dose_table_nets_every_cell_of_the_control():
     assert control[6] == "n/a" and control[10] == "n/a"
 
 
+def test_dose_table_at_another_level_and_its_other_columns():
+    runs = _dose_runs()
+    runs["adam_contrast_tokens"] = 0.1 * runs["seed"]  # 0, .1, .2, .3: mean 0.15
+    runs.loc[(runs["level"] == "a0") & (runs["seed"] == 0), "takeoff"] = 1  # one blind take-off
+    runs.loc[(runs["level"] == "a60") & (runs["seed"] == 3), "takeoff"] = -1  # one down
+    runs["awareness"] = runs["a"] + 0.01 * runs["seed"]
+    frozen = runs[runs["level"] == "a60"].assign(
+        optimizer="adamw", dial=FROZEN, contrast_tokens=[-0.1, -0.3, -0.2, -0.2]
+    )
+    t = dose_table(pd.concat([runs.iloc[::-1], frozen]), level=0.8)
+    assert list(dict.fromkeys(t["level"])) == ["a60", "a0"]  # the runs' order, not sorted
+    t = t.set_index(["optimizer", "level", "dial", "quantity"])
+    r = t.loc[("sgd", "a60", "grpo", "contrast_tokens")]
+    x = np.array([2.0, 2.0, 2.0, 0.15])
+    h = stats.t.ppf(0.9, 3) * x.std(ddof=1) / 2  # an 80 % interval
+    assert (r["lo"], r["hi"]) == (pytest.approx(x.mean() - h), pytest.approx(x.mean() + h))
+    y = np.array([-0.1, -0.3, -0.2, -0.2])
+    vx, vy = x.var(ddof=1) / 4, y.var(ddof=1) / 4
+    hn = stats.t.ppf(0.9, (vx + vy) ** 2 / (vx**2 / 3 + vy**2 / 3)) * np.sqrt(vx + vy)
+    assert r["net_lo"] == pytest.approx(x.mean() - y.mean() - hn)
+    assert (r["n_up"], r["n_down"]) == (3, 1)
+    assert r["takeoff_p"] == pytest.approx(stats.fisher_exact([[3, 1], [1, 3]]).pvalue)
+    assert r["adam_tabular"] == pytest.approx(0.15)
+    assert np.isnan(t.loc[("sgd", "a60", "grpo", "d_wrong_tokens"), "adam_tabular"])  # no column
+    assert r["awareness_measured"] == pytest.approx(0.6 + 0.015)
+    # fewer than three control seeds: the net has no interval and prints bare
+    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+
+    two = dose_table(pd.concat([runs, frozen.iloc[:2]]))
+    c = two.set_index(["level", "dial", "quantity"]).loc[("a60", "grpo", "contrast_tokens")]
+    assert np.isnan(c["net_lo"]) and c["net"] == pytest.approx(x.mean() + 0.2)
+    row = next(x for x in dose_markdown(two, dose_fit(two)).splitlines()
+               if x.startswith("| 0.6 | grpo | 4 |")).split(" | ")  # fmt: skip
+    assert row[6] == f"{c['net']:+.2f}"
+
+
 def test_dose_markdown_prints_the_tables_numbers():
     from grpo_dial.analysis.aware_sweep_summary import dose_markdown
 
@@ -175,6 +212,24 @@ def test_dose_markdown_prints_the_tables_numbers():
     assert "| +0.90 |" in row
     assert row.endswith("| 3.0 % |")  # the largest last-window truncated share, 0.03
     assert "## adamw" not in text  # one optimizer in the table, one section
+
+
+def test_dose_fit_predictor_per_optimizer_and_the_groups_it_skips():
+    def cells(opt, q, predicted, snr, mean):
+        return pd.DataFrame({"optimizer": opt, "quantity": q, "predicted": predicted,
+                             "snr": snr, "mean": mean})  # fmt: skip
+
+    dose = pd.concat([
+        cells("sgd", "d_wrong", [0.0, 1.0], np.nan, [0.0, 1.0]),  # two cells: skipped
+        cells("sgd", "d_common", [1.0, 1.0, 1.0], np.nan, [0.0, 0.5, 1.0]),  # constant x: skipped
+        cells("sgd", "contrast", [0.0, 1.0, 2.0], np.nan, [0.0, 0.5, 1.0]),
+        cells("adamw", "contrast", [5.0, 5.0, 5.0], [0.0, 1.0, 4.0], [0.0, 0.2, 0.8]),
+    ])  # fmt: skip
+    f = dose_fit(dose)
+    assert list(zip(f["optimizer"], f["predictor"], strict=True)) == [
+        ("sgd", "predicted"), ("adamw", "snr")]  # fmt: skip
+    assert f["slope"].tolist() == pytest.approx([0.5, 0.2])  # Adam's on the SNR, not "predicted"
+    assert f["intercept"].tolist() == pytest.approx([0.0, 0.0], abs=1e-12)
 
 
 def test_dose_fit_slope_through_the_origin_by_hand():

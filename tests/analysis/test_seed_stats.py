@@ -88,3 +88,14 @@ def test_difference_interval_needs_three_seeds_a_side():
     assert all(np.isnan(difference_interval([], [1.0, 2.0, 3.0])))
     with pytest.raises(ValueError, match="level must lie in"):
         difference_interval([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 1.0)
+
+
+def test_difference_interval_with_one_constant_side():
+    # x constant (v_x = 0): nu = n_y - 1 = 2 and h = t_{0.95, 2} s_y / sqrt(n_y); and mirrored
+    t2 = 2.919985580355516  # t_{0.95, 2} from a table
+    h = t2 * np.sqrt(1 / 3)
+    assert difference_interval([1.0, 1.0, 1.0], [0.0, 1.0, 2.0]) == pytest.approx((0.0, -h, h))
+    mirrored = difference_interval([0.0, 1.0, 2.0], [3.0, 3.0, 3.0])
+    assert mirrored == pytest.approx((-2.0, -2.0 - h, -2.0 + h))
+    both = difference_interval([1.0, 1.0, 1.0], [2.0, 2.0, 2.0])  # nothing varies: no interval
+    assert both[0] == pytest.approx(-1.0) and np.isnan(both[1]) and np.isnan(both[2])
