@@ -248,10 +248,9 @@ DOSE_QUANTITIES = (
     "contrast_tokens", "d_wrong_tokens", "d_correct_tokens", "contrast", "d_wrong", "d_common",
 )  # fmt: skip
 DOSE_COLUMNS = (
-    "optimizer level a dial quantity n_seeds mean lo hi min max net net_lo net_hi n_pos n_neg "
-    "sign_p wilcoxon_p "
-    "wilcoxon_bh n_up n_down takeoff_p predicted adam_tabular snr awareness_measured "
-    "truncation_last"
+    "optimizer level a dial quantity n_seeds mean lo hi min max net net_lo net_hi "
+    "n_pos n_neg sign_p wilcoxon_p wilcoxon_bh n_up n_down takeoff_p "
+    "predicted adam_tabular snr awareness_measured truncation_last"
 ).split()
 
 
@@ -290,10 +289,8 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
             rows.append(
                 {"optimizer": opt, "level": lev, "a": float(g["a"].iloc[0]), "dial": d,
                  "quantity": q, "n_seeds": len(g), "mean": s.mean, "lo": s.lo, "hi": s.hi,
-                 "min": s.low, "max": s.high, "net": net, "net_lo": net_lo,
-                 "net_hi": net_hi,
-                 **rank_tests(x), "n_up": up, "n_down": down,
-                 "takeoff_p": takeoff_p,
+                 "min": s.low, "max": s.high, "net": net, "net_lo": net_lo, "net_hi": net_hi,
+                 **rank_tests(x), "n_up": up, "n_down": down, "takeoff_p": takeoff_p,
                  "predicted": float(g[pred].mean()) if pred else float("nan"),
                  "adam_tabular": float(g[adam].mean()) if adam else float("nan"),
                  "snr": float(g[_snr_column(q)].mean()) if _snr_column(q) in g else np.nan,

@@ -162,20 +162,19 @@ def dose_figure(
                                 xytext=(3, 3), textcoords="offset points")  # fmt: skip
             x = t[xcol].to_numpy(dtype=float)
             span = np.linspace(min(np.nanmin(x), 0.0), max(np.nanmax(x), 0.0), 2) if len(x) else []
-            slope, note = 1.0, "y = x"
+            slope, note, f = 1.0, "y = x", None
             if fits is not None and (opt, q) in fits.index:
                 f = fits.loc[(opt, q)]
                 note = f"slope {f['slope']:.3g}, R^2 {f['r2']:.2f}, Spearman {f['spearman']:.2f}"
                 slope = 1.0 if opt == "sgd" else float(f["slope"])
             if len(span):
                 ax.plot(span, slope * span, color="grey", lw=0.8, ls=":")
-            if len(span) and opt == "sgd" and fits is not None and (opt, q) in fits.index:
-                f = fits.loc[(opt, q)]
+            if len(span) and opt == "sgd" and f is not None:
                 line = f"line {f['slope_affine']:.2f} x {f['intercept']:+.3f}"
                 ax.plot(span, f["intercept"] + f["slope_affine"] * span, color="grey", lw=0.8,
                         ls="--", label=line)  # fmt: skip
-            offset = dose[(dose["dial"] == control) & (dose["quantity"] == q)]["mean"]
-            if control is not None and len(offset):
+            offset = dose.loc[(dose["dial"] == control) & (dose["quantity"] == q), "mean"]
+            if len(offset):  # no row matches when control is None
                 ax.axhline(float(offset.iloc[0]), color="tab:purple", lw=0.8, ls="-.",
                            label=f"{show(control)} (the shared offset)")  # fmt: skip
             ax.axhline(0, color="grey", lw=0.6)
