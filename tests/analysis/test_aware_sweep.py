@@ -424,10 +424,8 @@ def test_the_bridge_counts_its_informative_problems_and_sources():
         bridge_sources(df.assign(source="other"), n_boot=20)
 
 
-def test_dose_figure_draws_measured_against_predicted(tmp_path):
-    from grpo_dial.figures import save
-    from grpo_dial.figures.aware import dose_figure
-
+def _figure_inputs() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Three levels of grpo under both optimizers and the control: the dose table and its fit."""
     runs = _dose_runs()
     a60 = runs[runs["level"] == "a60"]
     a80 = a60.assign(level="a80", a=0.8, contrast_tokens=a60["contrast_tokens"] + 1,
@@ -436,8 +434,50 @@ def test_dose_figure_draws_measured_against_predicted(tmp_path):
     frozen = runs[runs["level"] == "a60"].assign(
         optimizer="adamw", dial=FROZEN, contrast_tokens=[-0.1, -0.3, -0.2, -0.2]
     )
-    dose = dose_table(pd.concat([runs, runs.assign(optimizer="adamw"), frozen]))
-    fit = dose_fit(dose)
+    adamw = runs.assign(optimizer="adamw", contrast_tokens=runs["contrast_tokens"] + 0.5,
+                        d_wrong_tokens=runs["d_wrong_tokens"] - 0.3)  # fmt: skip
+    dose = dose_table(pd.concat([runs, adamw, frozen]))
+    return dose, dose_fit(dose)
+
+
+def test_dose_figure_plots_the_tables_numbers():
+    from grpo_dial.figures.aware import dose_figure
+
+    dose, fit = _figure_inputs()
+    fig = dose_figure(dose, fit, names={"grpo": "G-label"}, control=FROZEN)
+    fits = fit.set_index(["optimizer", "quantity"])
+    panels = {("sgd", "contrast_tokens"): 0, ("sgd", "d_wrong_tokens"): 1,
+              ("adamw", "contrast_tokens"): 2, ("adamw", "d_wrong_tokens"): 3}  # fmt: skip
+    for (opt, q), i in panels.items():
+        ax = fig.axes[i]
+        t = dose[(dose["optimizer"] == opt) & (dose["quantity"] == q) & (dose["dial"] == "grpo")]
+        t = t.sort_values("a")
+        x = t["predicted" if opt == "sgd" else "snr"].to_numpy()
+        bars = next(c for c in ax.containers if c.get_label() == "G-label")
+        assert bars.lines[0].get_xdata() == pytest.approx(x)  # SGD on its prediction, Adam on SNR
+        assert bars.lines[0].get_ydata() == pytest.approx(t["mean"].to_numpy())
+        ends = np.array([seg[:, 1] for seg in bars.lines[2][0].get_segments()])
+        assert ends == pytest.approx(t[["lo", "hi"]].to_numpy())  # the 90 % interval
+        span = np.array([min(x.min(), 0.0), max(x.max(), 0.0)])
+        lines = {ln.get_linestyle(): ln for ln in ax.get_lines()}
+        f = fits.loc[(opt, q)]
+        slope = 1.0 if opt == "sgd" else f["slope"]  # y = x, or Adam's fitted slope
+        assert lines[":"].get_xdata() == pytest.approx(span)
+        assert lines[":"].get_ydata() == pytest.approx(slope * span)
+        if opt == "sgd":  # the line with its intercept, SGD's panels only
+            line = f["intercept"] + f["slope_affine"] * span
+            assert lines["--"].get_ydata() == pytest.approx(line)
+        else:
+            assert "--" not in lines
+        control = dose[(dose["dial"] == FROZEN) & (dose["quantity"] == q)]["mean"].iloc[0]
+        assert lines["-."].get_ydata() == pytest.approx([control, control])
+
+
+def test_dose_figure_draws_measured_against_predicted(tmp_path):
+    from grpo_dial.figures import save
+    from grpo_dial.figures.aware import dose_figure
+
+    dose, fit = _figure_inputs()
     fig = dose_figure(dose, fit, names={"grpo": "G-label"}, control=FROZEN)
     assert len(fig.axes) == 4
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
