@@ -22,12 +22,13 @@ include: "workflow/rules/length_bias.smk"
 include: "workflow/rules/dapo.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/policy.smk"
-include: "workflow/rules/report.smk"
+include: "workflow/rules/training.smk"
+include: "workflow/rules/real_lengths.smk"
 include: "workflow/rules/channel.smk"
 include: "workflow/rules/aware.smk"
 include: "workflow/rules/allocation.smk"
 include: "workflow/rules/external.smk"
-include: "workflow/rules/figures.smk"
+include: "workflow/rules/summary.smk"
 
 
 rule all:

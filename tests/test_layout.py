@@ -1,13 +1,17 @@
 """The package's shape: every import runs down the pipeline's layers, no cycles, small modules.
 
-The layers, lowest first (a module may import its own package and any lower layer):
-    tables, core  ->  data  ->  policy  ->  passrates  ->  train  ->  analysis  ->  external
+The layers, lowest first (a module may import its own package and any lower layer; two parts on
+one layer import neither of each other):
+    tables, core  ->  data  ->  policy  ->  passrates, analysis  ->  train  ->  external
     ->  backends  ->  dag  ->  stages  ->  tools
-(the TRL backend turns its logs into tables through external's importer, so the backends sit
-above both the own trainer and external; the DAG build reads the TRL translation's refusals)
-`figures` stands apart: it draws from tables and imports no other part of grpo_dial. Lazy imports
-inside functions count too, so an arrow cannot hide in a function body. docs/layout.md's package
-section names every module and subpackage, and only modules that exist.
+The analyses (one subpackage or module per study) sit below the trainer: they read tables and,
+for the aware study, differentiate a policy, but never train one; every model update goes
+through grpo_dial.backends (the TRL backend turns its logs into tables through external's
+importer, so the backends sit above both the own trainer and external; the DAG build reads the
+TRL translation's refusals). `figures` stands apart: it draws from tables and imports no other
+part of grpo_dial. Lazy imports inside functions count too, so an arrow cannot hide in a function
+body. docs/layout.md's package section names every module and subpackage, and only modules that
+exist, and its layers line is this one.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ LAYERS = {
     "data": 1,
     "policy": 2,
     "passrates": 3,
+    "analysis": 3,
     "train": 4,
-    "analysis": 5,
-    "external": 6,
-    "backends": 7,
-    "dag": 8,
-    "stages": 9,
-    "tools": 10,
+    "external": 5,
+    "backends": 6,
+    "dag": 7,
+    "stages": 8,
+    "tools": 9,
 }
 MAX_LINES = 400
 WORKFLOW = PACKAGE.parents[1] / "workflow"
@@ -227,23 +231,22 @@ def test_the_closed_forms_are_apart_from_the_estimator():
     assert not crossing, crossing
 
 
-def test_no_analysis_module_imports_torch_unless_it_trains_or_differentiates():
+def test_no_analysis_module_imports_torch_unless_it_runs_the_estimator_or_differentiates():
     """The analyses that run the estimator on tensors (the simulations, the identity, the
-    advantages of an imported run) or train and differentiate a policy (the aware sweep's cells,
-    tail kernel and one-step probe) may import torch; every other analysis is numpy/pandas."""
+    advantages of an imported run) or differentiate a policy (the aware study's tail kernel) may
+    import torch; every other analysis is numpy/pandas."""
     trains = {
-        "simulate",
-        "length_step",
-        "identity",
-        "length_pressure",
-        "aware_sim",
-        "aware_sweep_train",
-        "aware_probe",
-        "estimator_theory",
+        "grpo_dial.analysis.simulate.controlled",
+        "grpo_dial.analysis.length_bias.step",
+        "grpo_dial.analysis.theory.identity",
+        "grpo_dial.analysis.length_bias.pressure",
+        "grpo_dial.analysis.aware.tabular",
+        "grpo_dial.analysis.aware.kernel",
+        "grpo_dial.analysis.theory.estimators",
     }
     heavy = []
     for name, path in MODULES.items():
-        if part(name) != "analysis" or name.rsplit(".", 1)[-1] in trains:
+        if part(name) != "analysis" or name in trains:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -325,3 +328,23 @@ def test_only_the_dag_reads_the_configs_arms():
     files += sorted((WORKFLOW / "rules").glob("*.smk"))
     readers = [str(p) for p in files if pattern.search(p.read_text())]
     assert not readers, readers
+
+
+def test_every_model_update_goes_through_the_backends():
+    """The training loop (grpo_dial.train.loop) is driven by the backends alone (and by the
+    tools that benchmark or device-check the trainer itself): no analysis or stage trains a
+    policy around them, so an arm's backend is honoured everywhere."""
+    drivers = {"train", "backends", "tools"}
+    around = [
+        f"{name} -> {t}"
+        for name, targets in GRAPH.items()
+        for t in targets
+        if t in ("grpo_dial.train.loop", "grpo_dial.train") and part(name) not in drivers
+    ]
+    assert not around, around
+
+
+def test_layout_doc_states_these_layers():
+    """docs/layout.md's layers line is this module's."""
+    line = "tables, core  ->  data  ->  policy  ->  passrates, analysis  ->  train  ->  external"
+    assert line in LAYOUT_DOC.read_text()

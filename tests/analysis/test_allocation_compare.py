@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from grpo_dial.analysis import allocation_compare as ac
-from grpo_dial.analysis.summary_text import summary_markdown
+from grpo_dial.analysis import allocation as ac
+from grpo_dial.analysis.summary.page import summary_markdown
 
 
 def _runs(final: dict[str, list[float]], samples_per_step=32, steps=4):

@@ -1,5 +1,5 @@
-"""Tests for the aware-tail analysis (analysis/aware.py, aware_seeds.py) and the real-model bridge
-(analysis/aware_bridge.py), on tables whose answers are computed by hand."""
+"""Tests for the aware-tail analysis (analysis/aware/runs.py, analysis/aware/seeds.py) and the
+real-model bridge (analysis/aware/bridge.py), on tables whose answers are computed by hand."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware import predicted_step, run_decomposition, run_drift, step_table
-from grpo_dial.analysis.aware_bridge import length_bridge
-from grpo_dial.analysis.aware_seeds import (
+from grpo_dial.analysis.aware.bridge import length_bridge
+from grpo_dial.analysis.aware.runs import predicted_step, run_decomposition, run_drift, step_table
+from grpo_dial.analysis.aware.seeds import (
     decomposition_table,
     drift_table,
     fisher_p,
@@ -208,7 +208,7 @@ def test_bridge_aware_and_blind():
 
 
 def test_summary_lines_and_figures_from_the_tables(tmp_path):
-    from grpo_dial.analysis.aware_summary import summary_lines
+    from grpo_dial.analysis.aware.section import summary_lines
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import aware_figure, decomposition_figure
 

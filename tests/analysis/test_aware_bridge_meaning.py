@@ -1,6 +1,6 @@
-"""The real-model bridge (analysis/aware_bridge.py) on a partly aware table, against hand numbers:
+"""The real-model bridge (analysis/aware/bridge.py) on a partly aware table, against hand numbers:
 awareness 2 AUC - 1, the mean length, the normalizer's push on each path written out from its
-definition (analysis/length_pressure.py's docstring), and the closed form at the table's pass
+definition (analysis/length_bias/pressure.py's docstring), and the closed form at the table's pass
 rates, group size and sample std; the interval narrows with the level."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware_bridge import length_bridge
+from grpo_dial.analysis.aware.bridge import length_bridge
 from grpo_dial.core.length_drift import tail_drift
 
 

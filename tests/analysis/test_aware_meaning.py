@@ -1,4 +1,4 @@
-"""What the aware-tail analysis (analysis/aware.py) means, on tables whose answers are hand
+"""What the aware-tail analysis (analysis/aware/runs.py) means, on tables whose answers are hand
 numbers: an AWARE toy (the mode says something about correctness, so a sign flip shows), the
 core / tail split of a truncated response, the prediction's mapping of each dial to the closed
 form at awareness above 0, a run's windows, and the intervals and ratios of the drift table."""
@@ -9,15 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware import (
+from grpo_dial.analysis.aware.runs import (
     predicted_step,
     run_decomposition,
     run_drift,
     step_table,
     window_tail,
 )
-from grpo_dial.analysis.aware_seeds import QUANTITIES, decomposition_table, drift_table
-from grpo_dial.analysis.aware_summary import summary_lines
+from grpo_dial.analysis.aware.section import summary_lines
+from grpo_dial.analysis.aware.seeds import QUANTITIES, decomposition_table, drift_table
 from grpo_dial.core.dial import preset, read_arm
 from grpo_dial.core.length_drift import tail_drift
 

@@ -1,4 +1,4 @@
-"""analysis.aware, aware_seeds and aware_summary: details mutation testing found unpinned
+"""analysis.aware.runs, aware_seeds and aware_summary: details mutation testing found unpinned
 (docs/development.md#mutation-testing): the tail's continue probability at its cap, the
 bootstrap's seed, the dials' order and the seed count reaching the summary line."""
 
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware import DECOMPOSITION_TERMS, _q
-from grpo_dial.analysis.aware_seeds import _boot_ratio, decomposition_table
-from grpo_dial.analysis.aware_summary import summary_lines
+from grpo_dial.analysis.aware.runs import DECOMPOSITION_TERMS, _q
+from grpo_dial.analysis.aware.section import summary_lines
+from grpo_dial.analysis.aware.seeds import _boot_ratio, decomposition_table
 
 
 def test_q_is_the_geometric_continue_probability_kept_inside_its_caps():
@@ -55,7 +55,7 @@ STATE = pd.DataFrame({"accuracy": [0.3], "awareness": [0.5], "tail_estimate": [4
 
 
 def test_predicted_step_reads_an_accuracy_above_one_as_one():
-    from grpo_dial.analysis.aware import predicted_step
+    from grpo_dial.analysis.aware.runs import predicted_step
     from grpo_dial.core.dial import preset
 
     over = predicted_step(STATE.assign(accuracy=1.5), preset("grpo"), 8, 16)
@@ -81,7 +81,7 @@ def _responses() -> pd.DataFrame:
 
 @pytest.mark.parametrize("grad_norm", [[], [float("nan"), float("inf")]])
 def test_run_drift_without_a_finite_grad_norm_and_with_a_text_column(grad_norm):
-    from grpo_dial.analysis.aware import run_drift, step_table
+    from grpo_dial.analysis.aware.runs import run_drift, step_table
     from grpo_dial.core.dial import preset
 
     steps = step_table(_responses()).assign(dial="grpo")
@@ -95,7 +95,7 @@ def test_run_drift_without_a_finite_grad_norm_and_with_a_text_column(grad_norm):
 
 
 def test_step_table_theta_is_nan_without_a_tail_and_log_below_one_token():
-    from grpo_dial.analysis.aware import STEP_COLUMNS, step_table
+    from grpo_dial.analysis.aware.runs import STEP_COLUMNS, step_table
 
     r = _responses().query("step == 0")  # prefixes ~12 ~13 =13 =14, core 3 + EOS = 4 tokens
     r = r.assign(tokens=[4, 5, 5, 7])  # tails 0 1 1 3: "~" mean 0.5 (theta below 0), "=" 2
@@ -108,7 +108,7 @@ def test_step_table_theta_is_nan_without_a_tail_and_log_below_one_token():
 
 
 def test_predicted_step_leaves_a_stateless_step_nan():
-    from grpo_dial.analysis.aware import predicted_step
+    from grpo_dial.analysis.aware.runs import predicted_step
     from grpo_dial.core.dial import preset
 
     uw, uc = predicted_step(pd.concat([STATE, STATE.assign(tail_compute=np.nan)]),
@@ -118,7 +118,7 @@ def test_predicted_step_leaves_a_stateless_step_nan():
 
 
 def test_run_drift_takeoff_needs_a_contrast_past_the_threshold_and_no_train_table():
-    from grpo_dial.analysis.aware import TAKEOFF, run_drift, step_table
+    from grpo_dial.analysis.aware.runs import TAKEOFF, run_drift, step_table
     from grpo_dial.core.dial import preset
 
     steps = step_table(_responses())
@@ -129,7 +129,7 @@ def test_run_drift_takeoff_needs_a_contrast_past_the_threshold_and_no_train_tabl
 
 
 def test_rank_tests_without_a_nonzero_value_give_nan_p():
-    from grpo_dial.analysis.aware_seeds import rank_tests
+    from grpo_dial.analysis.aware.seeds import rank_tests
 
     out = rank_tests([0.0, 0.0, np.nan])
     assert set(out) == {"n_pos", "n_neg", "sign_p", "wilcoxon_p"}
@@ -137,7 +137,7 @@ def test_rank_tests_without_a_nonzero_value_give_nan_p():
 
 
 def test_mann_whitney_of_identical_values_is_nan():
-    from grpo_dial.analysis.aware_seeds import mann_whitney_p
+    from grpo_dial.analysis.aware.seeds import mann_whitney_p
 
     assert np.isnan(mann_whitney_p([1.0, 1.0], [1.0, 1.0]))
     assert mann_whitney_p([1.0, 2.0], [3.0, 4.0]) == pytest.approx(1 / 3)  # exact, two-sided
@@ -149,7 +149,7 @@ def test_boot_ratio_from_two_seeds_each():
 
 
 def _drift_runs(u_ref: float = 0.02) -> pd.DataFrame:
-    from grpo_dial.analysis.aware_seeds import QUANTITIES
+    from grpo_dial.analysis.aware.seeds import QUANTITIES
 
     extra = {"tail_estimate_base": 3.0, "tail_compute_base": 1.0, "tail_wrong_base": 2.0,
              "tail_correct_base": 1.5, "truncation_last": 0.0, "grad_norm": 1.0,
@@ -164,7 +164,7 @@ def _drift_runs(u_ref: float = 0.02) -> pd.DataFrame:
 
 
 def test_drift_table_min_max_seeded_ratio_and_a_zero_reference():
-    from grpo_dial.analysis.aware_seeds import drift_table
+    from grpo_dial.analysis.aware.seeds import drift_table
 
     t = drift_table(_drift_runs(), n_boot=100)
     again = drift_table(_drift_runs(), n_boot=100)
@@ -177,7 +177,7 @@ def test_drift_table_min_max_seeded_ratio_and_a_zero_reference():
 
 
 def test_truncation_table_keeps_the_runs_order():
-    from grpo_dial.analysis.aware_seeds import truncation_table
+    from grpo_dial.analysis.aware.seeds import truncation_table
 
     runs = pd.DataFrame(
         {
@@ -193,7 +193,7 @@ def test_truncation_table_keeps_the_runs_order():
 
 
 def test_run_decomposition_default_window_is_a_fifth_of_the_steps():
-    from grpo_dial.analysis.aware import run_decomposition
+    from grpo_dial.analysis.aware.runs import run_decomposition
 
     responses = pd.DataFrame(
         {"step": range(10), "prompt_id": "p", "difficulty": "o2d1", "reward": 1.0,

@@ -1,4 +1,4 @@
-"""The one-step probe (analysis/aware_probe.py): the projection's sign and which J is which against
+"""The one-step probe (analysis/aware/probe.py): the projection's sign and which J is which against
 the kernel and against a real SGD step's weight change, a silent batch's exact 0, the table's
 numbers by hand and the closed form's exact 0 for the constant normalizer."""
 
@@ -11,20 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_dial.analysis.aware_probe import (
-    PROBE_COLUMNS,
-    mode_moves,
-    predictions,
-    probe_batches,
-    probe_table,
-)
-from grpo_dial.analysis.aware_sweep import LEVELS
-from grpo_dial.analysis.aware_sweep_train import (
-    base_responses,
-    cell_config,
-    mode_gradients,
-    tail_kernel,
-)
+from grpo_dial.analysis.aware.dose import LEVELS
+from grpo_dial.analysis.aware.kernel import base_responses, mode_gradients, tail_kernel
+from grpo_dial.analysis.aware.probe import PROBE_COLUMNS, mode_moves, predictions, probe_table
+from grpo_dial.backends.own_cells import cell_config, probe_batches
 from grpo_dial.core.dial import read_arm
 from grpo_dial.data.tasks.aware import AwareTask
 
@@ -155,8 +145,8 @@ def test_probe_table_by_hand():
 
 
 def test_probe_markdown_prints_the_tables_numbers():
-    from grpo_dial.analysis.aware_sweep import dose_fit
-    from grpo_dial.analysis.aware_sweep_summary import probe_markdown
+    from grpo_dial.analysis.aware.dose import dose_fit
+    from grpo_dial.analysis.aware.dose_report import probe_markdown
 
     rows = []
     for lev, a, shift in (("a0", 0.0, 0.0), ("a60", 0.6, 0.002), ("a80", 0.8, 0.003)):
@@ -205,7 +195,7 @@ def test_check_kernel_accepts_the_kernels_own_j_and_names_the_first_mismatch():
     a table within 1e-3 passes, one entry off by 1 % is named in one line."""
     import torch
 
-    from grpo_dial.analysis.aware_probe import check_kernel
+    from grpo_dial.analysis.aware.probe import check_kernel
 
     e = torch.tensor([1.0, 2.0, 2.0], dtype=torch.float64)
     c = torch.tensor([2.0, 0.0, 1.0], dtype=torch.float64)
@@ -222,8 +212,8 @@ def test_check_kernel_accepts_the_kernels_own_j_and_names_the_first_mismatch():
 def test_probe_markdown_rows_whole():
     """Every cell of a row and the table's header compared whole (make mutate: the mode cells and
     the header survived the partial checks of test_probe_markdown_prints_the_tables_numbers)."""
-    from grpo_dial.analysis.aware_sweep import dose_fit
-    from grpo_dial.analysis.aware_sweep_summary import probe_markdown
+    from grpo_dial.analysis.aware.dose import dose_fit
+    from grpo_dial.analysis.aware.dose_report import probe_markdown
 
     rows = [{"level": "a60", "a": 0.6, "dial": "grpo", "batch": b, "wrong": 0.004 + 0.001 * b,
              "correct": 0.002 - 0.001 * b, "contrast": 0.002 + 0.002 * b, "grad_norm": 2.0 - b}

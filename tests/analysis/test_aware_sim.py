@@ -1,4 +1,4 @@
-"""The aware-tail task through the trainer's loss pieces (analysis/aware_sim.py): the blind
+"""The aware-tail task through the trainer's loss pieces (analysis/aware/tabular.py): the blind
 variant's tail does not drift under any arm of config/length_aware.yaml, the aware one drifts
 under GRPO by the closed form's amount (core/length_drift.tail_drift, derived independently),
 and the constant normalizer leaves it alone."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from grpo_dial.analysis.aware_sim import simulate_tail
+from grpo_dial.analysis.aware.tabular import simulate_tail
 from grpo_dial.analysis.seed_stats import t_interval
 from grpo_dial.core.dial import read_arm
 from grpo_dial.core.length_drift import tail_drift

@@ -1,4 +1,4 @@
-"""The tabular aware-tail simulation (analysis/aware_sim.py) under DAPO's token mean: a dropped
+"""The tabular aware-tail simulation (analysis/aware/tabular.py) under DAPO's token mean: a dropped
 silent group leaves the batch, so its tokens leave the normalizer S. At G = 2 half the groups
 are silent, and the closed form with dropped groups (core/length_drift.tail_drift, silent
 'drop', no redraw: the simulation does not refill) differs from the one that keeps them by a
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grpo_dial.analysis.aware_sim import simulate_tail
+from grpo_dial.analysis.aware.tabular import simulate_tail
 from grpo_dial.core.dial import preset
 from grpo_dial.core.length_drift import tail_drift
 

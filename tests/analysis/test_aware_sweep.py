@@ -1,6 +1,6 @@
-"""The aware tail's dose-response pieces (analysis/aware_sweep.py, aware_sweep_train.py,
-aware_sim.push_moments, the bridge's informative problems): hand numbers, the closed form against
-Monte Carlo, and the tail kernel against a per-row reference."""
+"""The aware tail's dose-response pieces (analysis/aware/dose.py, analysis/aware/kernel.py,
+analysis.aware.tabular.push_moments, the bridge's informative problems): hand numbers, the closed
+form against Monte Carlo, and the tail kernel against a per-row reference."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 import torch
 from scipy import stats
 
-from grpo_dial.analysis.aware_bridge import bridge_sources, length_bridge
-from grpo_dial.analysis.aware_sim import push_moments
-from grpo_dial.analysis.aware_sweep import (
+from grpo_dial.analysis.aware.bridge import bridge_sources, length_bridge
+from grpo_dial.analysis.aware.dose import (
     FROZEN,
     LEVELS,
     dose_fit,
@@ -21,12 +20,9 @@ from grpo_dial.analysis.aware_sweep import (
     sgd_prediction,
     sgd_rate,
 )
-from grpo_dial.analysis.aware_sweep_train import (
-    base_responses,
-    special_mass,
-    tail_kernel,
-    train_cell,
-)
+from grpo_dial.analysis.aware.kernel import base_responses, special_mass, tail_kernel
+from grpo_dial.analysis.aware.tabular import push_moments
+from grpo_dial.backends.own_cells import train_cell
 from grpo_dial.core.dial import preset, read_arm
 from grpo_dial.core.length_drift import sigma_moment, tail_drift
 from grpo_dial.data.tasks.aware import AwareTask
@@ -121,7 +117,7 @@ def test_dose_table_tests_take_offs_against_the_blind_level():
 
 
 def test_bh_adjust_by_hand():
-    from grpo_dial.analysis.aware_seeds import bh_adjust
+    from grpo_dial.analysis.aware.seeds import bh_adjust
 
     # sorted .01 .03 .04 .5 (m = 4): x 4/1, 4/2, 4/3, 4/4 = .04 .06 .0533 .5, then the running
     # minimum from the top: .04 .0533 .0533 .5
@@ -149,7 +145,7 @@ def test_dose_table_nets_every_cell_of_the_control():
     assert t.loc[("sgd", "a0", "grpo", "contrast_tokens"), "net"] == pytest.approx(0.2)
     assert np.isnan(t.loc[("adamw", "a60", FROZEN, "contrast_tokens"), "net"])  # not itself
     assert np.isnan(dose_table(runs)["net"]).all()  # no control: no net
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+    from grpo_dial.analysis.aware.dose_report import dose_markdown
 
     dose = dose_table(pd.concat([runs, frozen]))
     lines = dose_markdown(dose, dose_fit(dose)).splitlines()
@@ -187,7 +183,7 @@ def test_dose_table_at_another_level_and_its_other_columns():
     assert np.isnan(t.loc[("sgd", "a60", "grpo", "d_wrong_tokens"), "adam_tabular"])  # no column
     assert r["awareness_measured"] == pytest.approx(0.6 + 0.015)
     # fewer than three control seeds: the net has no interval and prints bare
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+    from grpo_dial.analysis.aware.dose_report import dose_markdown
 
     two = dose_table(pd.concat([runs, frozen.iloc[:2]]))
     c = two.set_index(["level", "dial", "quantity"]).loc[("a60", "grpo", "contrast_tokens")]
@@ -198,7 +194,7 @@ def test_dose_table_at_another_level_and_its_other_columns():
 
 
 def test_dose_markdown_prints_the_tables_numbers():
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+    from grpo_dial.analysis.aware.dose_report import dose_markdown
 
     runs = _dose_runs()
     dose = dose_table(runs.assign(optimizer=np.where(runs["seed"] < 4, "sgd", "adamw")))
@@ -250,8 +246,8 @@ def test_dose_fit_slope_through_the_origin_by_hand():
     assert f["slope_affine"] == pytest.approx(0.97) and f["intercept"] == pytest.approx(0.07)
     assert f["r2_affine"] == pytest.approx(1 - ((y - y.mean() + b * x.mean() - b * x) ** 2).sum()
                                            / (yc**2).sum())  # fmt: skip
-    from grpo_dial.analysis.aware_sweep import DOSE_COLUMNS
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown
+    from grpo_dial.analysis.aware.dose import DOSE_COLUMNS
+    from grpo_dial.analysis.aware.dose_report import dose_markdown
 
     text = dose_markdown(pd.DataFrame(columns=DOSE_COLUMNS), dose_fit(dose))
     line = next(x for x in text.splitlines() if x.startswith("| sgd | contrast_tokens |"))
@@ -380,7 +376,7 @@ def test_the_tail_frozen_cell_never_moves_the_policy(tiny, tmp_path, monkeypatch
 
 
 def test_sweep_runs_predicts_the_frozen_arm_zero():
-    from grpo_dial.analysis.aware_sweep import FROZEN, sweep_runs
+    from grpo_dial.analysis.aware.dose import FROZEN, sweep_runs
     from grpo_dial.core.dial import arm_fields, read_arm
 
     steps = pd.DataFrame(

@@ -10,17 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_dial.analysis.aware_sweep import kernel_of, sgd_prediction, sgd_rate, sweep_runs
-from grpo_dial.analysis.aware_sweep_train import (
-    base_responses,
-    mode_gradients,
-    restrict,
-    tail_kernel,
-    train_cell,
-    weight_masks,
-)
+from grpo_dial.analysis.aware.dose import kernel_of, sgd_prediction, sgd_rate, sweep_runs
+from grpo_dial.analysis.aware.kernel import base_responses, mode_gradients, tail_kernel
+from grpo_dial.backends.own_cells import train_cell
 from grpo_dial.core.dial import arm_fields, preset, read_arm
 from grpo_dial.data.tasks.aware import AwareTask
+from grpo_dial.policy.masks import restrict, weight_masks
 
 BASE = pd.DataFrame([{"core": 5.0, "tail_estimate": 3.0, "tail_compute": 1.0}])
 TRAIN = {"steps": 40, "prompts_per_step": 16, "group_size": 8, "lr": 0.01, "grad_clip": 1.0}
@@ -211,7 +206,7 @@ def test_sweep_runs_predict_sgd_through_the_markers_row_and_adam_apart():
 
 
 def test_the_last_window_of_60_steps_follows_53_and_a_half_updates():
-    from grpo_dial.analysis.aware import window_updates
+    from grpo_dial.analysis.aware.runs import window_updates
 
     steps = pd.DataFrame({"step": np.arange(60, 0, -1)})  # any order
     assert window_updates(steps, 0.2) == 53.5  # steps 49-60 sample after 48-59 updates
@@ -255,8 +250,8 @@ def test_a_markers_cell_moves_only_the_marker_rows(tiny, tmp_path, monkeypatch):
 
 
 def test_the_summary_says_what_each_optimizer_moved_and_at_which_rate():
-    from grpo_dial.analysis.aware_sweep import dose_fit, dose_table
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown, rate_notes
+    from grpo_dial.analysis.aware.dose import dose_fit, dose_table
+    from grpo_dial.analysis.aware.dose_report import dose_markdown, rate_notes
 
     rates = pd.Series({"lr": 2.7216, "lr_adam": 0.00055, "sgd_weights": "markers", "k_ee": 0.0593,
                        "k_ec": 0.0117, "k_cc": 0.0709, "target": 0.2, "steps": 60,
@@ -288,8 +283,7 @@ def test_the_probes_markers_columns_are_a_real_markers_steps_move(tiny):
     per mode; the unrestricted columns stay the full J's (they differ)."""
     from dataclasses import replace
 
-    from grpo_dial.analysis.aware_probe import probe_batches
-    from grpo_dial.analysis.aware_sweep_train import cell_config
+    from grpo_dial.backends.own_cells import cell_config, probe_batches
     from grpo_dial.train import loop
 
     task, tok, model = tiny
@@ -323,9 +317,9 @@ def test_the_probes_markers_columns_are_a_real_markers_steps_move(tiny):
 
 
 def test_the_probe_summary_has_a_section_per_weights_setting():
-    from grpo_dial.analysis.aware_probe import probe_table
-    from grpo_dial.analysis.aware_sweep import dose_fit
-    from grpo_dial.analysis.aware_sweep_summary import probe_markdown
+    from grpo_dial.analysis.aware.dose import dose_fit
+    from grpo_dial.analysis.aware.dose_report import probe_markdown
+    from grpo_dial.analysis.aware.probe import probe_table
 
     tables, fits = [], []
     levels = (("a0", 0.0), ("a40", 0.4), ("a80", 0.8))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.dapo_fit import all_correct_mass, fit_dapo, read_dapo_curve
+from grpo_dial.analysis.dapo import all_correct_mass, fit_dapo, read_dapo_curve
 
 DAPO_CSV = (
     Path(__file__).resolve().parents[3] / "shared/data/dapo/dapo_fig3b_accuracy1_fraction.csv"

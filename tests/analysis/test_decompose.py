@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_dial.analysis import decompose as d
+from grpo_dial.analysis.training import decompose as d
 
 SPLIT = ["mix", "within_correct", "within_incorrect"]
 

@@ -1,4 +1,4 @@
-"""The theory stage's estimator tables (analysis.estimator_theory): each engine estimator's
+"""The theory stage's estimator tables (analysis.theory.estimators): each engine estimator's
 gradient mass per pass rate against hand numbers, and the same-operation identities checked
 numerically through the dial's advantages, with the constants each formula predicts."""
 
@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.estimator_theory import (
+from grpo_dial.analysis.summary.sections import estimator_theory
+from grpo_dial.analysis.theory.estimators import (
     IDENTITY_COLUMNS,
     MASS_COLUMNS,
     estimator_identity_table,
     estimator_mass_table,
 )
-from grpo_dial.analysis.summary_sections import estimator_theory
 from grpo_dial.core.estimator_mass import EXACT_RESCALINGS, MASS_ESTIMATORS
 
 

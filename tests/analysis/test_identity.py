@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_dial.analysis.identity import identity_curve, identity_residuals
+from grpo_dial.analysis.theory.identity import identity_curve, identity_residuals
 
 
 def test_identity_curve_equals_sigma_at_every_k_and_baseline():

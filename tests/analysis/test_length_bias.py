@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch.func import vmap
 
-from grpo_dial.analysis import length_bias as lb
-from grpo_dial.analysis import length_step
 from grpo_dial.analysis.arms import ANALYSIS_ARMS, LENGTH_BIAS_DEFAULT
-from grpo_dial.analysis.length_bias_summary import fit, summarize
-from grpo_dial.analysis.length_step import draw_tails, response_weights, tail_updates
+from grpo_dial.analysis.length_bias import step as length_step
+from grpo_dial.analysis.length_bias import tail as lb
+from grpo_dial.analysis.length_bias.step import draw_tails, response_weights, tail_updates
+from grpo_dial.analysis.length_bias.summary import fit, summarize
 from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator, policy_loss
 from grpo_dial.core.estimator_mass import whitened_tail_drift
 
@@ -134,7 +134,7 @@ def test_other_arms_are_bit_identical_to_the_code_before_lambda(monkeypatch):
 def test_response_weights_are_the_aggregators_gradient():
     lengths = np.array([3, 5, 2, 7])
     dial = lb.arm_dial("dapo", lb.LengthBiasConfig(n_prompts=4, groups_per_batch=1))
-    from grpo_dial.analysis.length_step import response_weights
+    from grpo_dial.analysis.length_bias.step import response_weights
 
     w = response_weights(lengths, np.ones(4, bool), dial, rows=2, m=1)
     np.testing.assert_allclose(w, [1 / 8, 1 / 8, 1 / 9, 1 / 9])

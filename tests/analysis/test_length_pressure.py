@@ -1,4 +1,4 @@
-"""Tests for grpo_dial.analysis.length_pressure: a loop reference, the zero cases, blindness,
+"""Tests for grpo_dial.analysis.length_bias.pressure: a loop reference, the zero cases, blindness,
 recomputed advantages, bad input, the per-dial summary and the inflation check."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis import length_pressure as lp
+from grpo_dial.analysis.length_bias import pressure as lp
 from grpo_dial.core.dial import read_arm
 
 

@@ -1,4 +1,4 @@
-"""The RL runs' summary table (analysis.run_summary): the answer checker's failures summed per
+"""The RL runs' summary table (analysis.training.runs): the answer checker's failures summed per
 run, and the closed-form silent rate at the base pass rates per step."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.run_summary import expected_silent_base, summarize_runs
+from grpo_dial.analysis.training.runs import expected_silent_base, summarize_runs
 
 QUANTITIES = ("a0 a1 L0 L1 total mix within_correct within_incorrect within_incorrect_work "
               "within_incorrect_redundant").split()  # fmt: skip

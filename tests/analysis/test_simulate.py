@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy.stats import binom
 
 from grpo_dial.analysis.arms import ENGINE_ARMS, SIMULATION_DEFAULT
-from grpo_dial.analysis.simulate import (
+from grpo_dial.analysis.simulate.controlled import (
     SimulationConfig,
     _streams,
     arm_dial,
@@ -24,7 +24,7 @@ from grpo_dial.analysis.simulate import (
     simulate,
     step_update,
 )
-from grpo_dial.analysis.simulate_summary import summarize
+from grpo_dial.analysis.simulate.summary import summarize
 
 SMALL = SimulationConfig(n_prompts=300, steps=30)
 

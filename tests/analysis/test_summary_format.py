@@ -1,11 +1,11 @@
-"""Tests for grpo_dial.analysis.summary_format: a mean over seeds prints with its t interval from
+"""Tests for grpo_dial.analysis.markdown: a mean over seeds prints with its t interval from
 3 seeds on, and as the seeds' own values, with the reason, below."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from grpo_dial.analysis.summary_format import interval, num, over_seeds, seed_cell, signed
+from grpo_dial.analysis.markdown import interval, num, over_seeds, seed_cell, signed
 
 
 def test_three_seeds_print_the_interval():

@@ -1,4 +1,4 @@
-"""Tests for grpo_dial.analysis.summary_text: the run's front page is read off the tables it is
+"""Tests for grpo_dial.analysis.summary.page: the run's front page is read off the tables it is
 given, each number recomputed here a second way, and a section comes and goes with its tables."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.summary_text import summary_markdown
+from grpo_dial.analysis.summary.page import summary_markdown
 
 GROUP_SIZE = pd.DataFrame({
     "p": [0.5, 0.5, 0.05, 0.05], "fidelity": [0.9, 0.99, 0.9, 0.99],
@@ -160,7 +160,7 @@ def test_every_difficulty_table_gets_a_row_and_the_base_policy_is_flagged():
 
 
 def test_identity_angle_is_the_arccos_of_the_smallest_cosine():
-    from grpo_dial.analysis.summary_training import identity_model
+    from grpo_dial.analysis.summary.training import identity_model
 
     identity = pd.DataFrame({
         "dial": ["grpo", "grpo", "std_constant"], "length_norm": ["sequence"] * 2 + ["constant"],
@@ -198,7 +198,7 @@ def _aware_drift(**columns) -> pd.DataFrame:
 
 
 def test_the_aware_tail_section_appears_only_with_its_tables():
-    from grpo_dial.analysis.summary_text import summary_markdown
+    from grpo_dial.analysis.summary.page import summary_markdown
 
     bridge = pd.DataFrame({
         "source": ["math_cot_100", "math_cot_100", "gsm8k", "gsm8k"],
@@ -230,7 +230,7 @@ def test_the_aware_tail_section_appears_only_with_its_tables():
 def test_two_seeds_print_their_values_not_a_t_interval():
     """Below 3 seeds (analysis.seed_stats.MIN_SEEDS) the length-bias drift and ratio and the
     aware tail's contrast show the seeds' values and why, never a t interval."""
-    from grpo_dial.analysis import length_bias_summary as lbs
+    from grpo_dial.analysis.length_bias import summary as lbs
 
     rows = [{"arm": arm, "awareness": 1.0, "seed": seed, "step": 0, "measured_drift_wrong": m,
              "predicted_drift_wrong": 2e-3, "measured_drift_correct": 0.0,

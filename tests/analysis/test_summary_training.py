@@ -1,4 +1,4 @@
-"""Tests for grpo_dial.analysis.summary_training: the trained policy's sections of the run summary,
+"""Tests for grpo_dial.analysis.summary.training: the trained policy's sections of the run summary,
 each number recomputed here from the rows it summarizes."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.summary_text import summary_markdown
-from grpo_dial.analysis.summary_training import samples_per_step
+from grpo_dial.analysis.summary.page import summary_markdown
+from grpo_dial.analysis.summary.training import samples_per_step
 
 RNG = np.random.default_rng(0)
 COLUMNS = ("accuracy_before accuracy_after heldout_sampled_before heldout_sampled_after "
@@ -176,7 +176,7 @@ def test_allocation_prints_the_t_interval_from_three_seeds():
 
 
 def test_length_pressure_from_two_seeds_prints_the_seeds():
-    from grpo_dial.analysis.length_pressure import dial_summary
+    from grpo_dial.analysis.length_bias.pressure import dial_summary
 
     per_run = pd.DataFrame({
         "dial": "grpo", "seed": [0, 1], "normalizer": "sequence", "pressure_wrong": [2.5, 3.0],

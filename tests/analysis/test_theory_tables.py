@@ -1,4 +1,4 @@
-"""Tests for grpo_dial.analysis.theory_tables: shape, columns and values checked against
+"""Tests for grpo_dial.analysis.theory.tables: shape, columns and values checked against
 independent sums.
 """
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis import theory_tables as TT
+from grpo_dial.analysis.theory import tables as TT
 
 # docs/design-notes.md#reference-numbers, as (p, fidelity) -> (exact G, closed form rounded to
 # nearest)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from _rl_fixtures import FakeTask, one_thread, save_tiny  # noqa: F401 (autouse)
 
-from grpo_dial.analysis.decompose import decompose
+from grpo_dial.analysis.training.decompose import decompose
 from grpo_dial.core.dial import dial_from_config
 from grpo_dial.train.config import TrainConfig
 

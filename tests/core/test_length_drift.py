@@ -11,7 +11,7 @@ import torch
 from scipy.integrate import quad
 from torch.func import vmap
 
-from grpo_dial.analysis.length_step import draw_tails, tail_updates
+from grpo_dial.analysis.length_bias.step import draw_tails, tail_updates
 from grpo_dial.core import length_drift as L
 from grpo_dial.core.advantage import advantages, policy_loss
 from grpo_dial.core.dial import Dial, preset

@@ -4,7 +4,7 @@ groups dropped after their redraws (whose zero length must stay in the batch's t
 the dynamic-sampling distribution of k against a simulation of the redraw process itself.
 
 The drift MC goes through the project's advantages, keep_mask and aggregators
-(analysis.length_step.tail_updates). A control variate keeps it small: X = sum_i A_i s_i over a
+(analysis.length_bias.step.tail_updates). A control variate keeps it small: X = sum_i A_i s_i over a
 prompt's responses on the tail parameter has mean exactly 0 (the tail score s has mean 0 given
 the rewards and the routing, which fix A), and correlates with the update, whose only other
 factor is the batch's token normalizer; the estimate is mean(u - beta X), beta fitted.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_dial.analysis.length_step import draw_tails, tail_updates
+from grpo_dial.analysis.length_bias.step import draw_tails, tail_updates
 from grpo_dial.core import length_drift as L
 from grpo_dial.core.advantage import advantages
 from grpo_dial.core.dial import preset

@@ -142,7 +142,7 @@ def test_what_the_workflow_imports_at_parse_time_has_no_torch_scipy_or_pandas() 
     rules = "".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
     imported = sorted(set(re.findall(r"from (grpo_dial[\w.]+) import", rules)))
     assert imported == [
-        "grpo_dial.analysis.aware_grid",
+        "grpo_dial.analysis.aware.grid",
         "grpo_dial.backends.trl.launch",
         "grpo_dial.dag",
         "grpo_dial.dag.inputs",
@@ -151,7 +151,7 @@ def test_what_the_workflow_imports_at_parse_time_has_no_torch_scipy_or_pandas() 
         "grpo_dial.data.sources",
         "grpo_dial.tools.cluster_check",
     ]  # fmt: skip  (dag.plan imports dag.schema, dag.config_checks, backends.trl.config;
-    # aware.smk reads the sweep's levels and optimizers from analysis.aware_grid)
+    # aware.smk reads the sweep's levels and optimizers from analysis.aware.grid)
     heavy = ("torch", "scipy", "pandas")
     code = f"import sys, {', '.join(imported)}; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

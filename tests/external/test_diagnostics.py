@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_importers import write_trl
 
-from grpo_dial.analysis import decompose as d
+from grpo_dial.analysis.training import decompose as d
 from grpo_dial.external.diagnostics import (
     SILENT_COLUMNS,
     SUMMARY_METRICS,

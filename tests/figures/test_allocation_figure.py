@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from grpo_dial.analysis.allocation_compare import curve_intervals, ordered_bands
+from grpo_dial.analysis.allocation import curve_intervals, ordered_bands
 from grpo_dial.figures.allocation import allocation_figure
 
 CURVES = pd.DataFrame(

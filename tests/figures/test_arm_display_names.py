@@ -16,9 +16,9 @@ from matplotlib import pyplot as plt
 
 from grpo_dial import figures
 from grpo_dial.analysis.arms import SIMULATION_DEFAULT
-from grpo_dial.analysis.simulate import SimulationConfig, simulate
-from grpo_dial.analysis.simulate_summary import summarize
-from grpo_dial.analysis.summary_training import RUNS, rl_runs
+from grpo_dial.analysis.simulate.controlled import SimulationConfig, simulate
+from grpo_dial.analysis.simulate.summary import summarize
+from grpo_dial.analysis.summary.training import RUNS, rl_runs
 from grpo_dial.core.arm_names import ARM_NAMES
 from grpo_dial.stages.registry import stage_for
 from grpo_dial.tables import write_table

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib import pyplot as plt
 
-from grpo_dial.figures.channel import channel_figure
-from grpo_dial.figures.length_drift_runs import length_drift_runs_figure
+from grpo_dial.figures.channel import channel_figure, length_drift_runs_figure
 
 AWARE = pd.DataFrame(
     [(d, s, step, 0.5 + 0.01 * step * (d == "grpo") + 0.01 * s, float(step), 20.0 + s, 20.0)

@@ -9,7 +9,7 @@ import pytest
 from matplotlib import pyplot as plt
 
 from grpo_dial.analysis import difficulty as d
-from grpo_dial.analysis.theory_tables import difficulty_weight_curve
+from grpo_dial.analysis.theory.tables import difficulty_weight_curve
 from grpo_dial.figures.difficulty import difficulty_figure
 from grpo_dial.figures.theory import difficulty_weight_figure
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import pyplot as plt
 
-from grpo_dial.analysis.estimator_theory import estimator_mass_table
+from grpo_dial.analysis.theory.estimators import estimator_mass_table
 from grpo_dial.figures.theory import estimator_mass_figure
 
 

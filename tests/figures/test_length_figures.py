@@ -1,4 +1,4 @@
-"""Tests for figures/length_bias.py and figures/length_pressure.py, through the tables."""
+"""Tests for figures/length_bias.py and figures/length_bias.py, through the tables."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.core.arm_names import ARM_NAMES
-from grpo_dial.figures.length_bias import length_bias_figure
+from grpo_dial.figures.length_bias import length_bias_figure, length_pressure_figure, pressure_title
 from grpo_dial.figures.length_bias import title as bias_title
-from grpo_dial.figures.length_pressure import length_pressure_figure
-from grpo_dial.figures.length_pressure import title as pressure_title
 
 ARMS = ["grpo", "dr_grpo", "nostd_sequence"]
 NAMES = {"grpo": "G-label", "nostd_sequence": "N-label"}  # dr_grpo unnamed: shown by its key

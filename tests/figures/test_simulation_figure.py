@@ -1,4 +1,4 @@
-"""Tests for figures/simulation.py through the tables of a short controlled run."""
+"""Tests for figures/simulate.py through the tables of a short controlled run."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from grpo_dial.analysis.arms import SIMULATION_DEFAULT as ARMS
-from grpo_dial.analysis.simulate import ARMS as ALL_ARMS
-from grpo_dial.analysis.simulate import SimulationConfig, simulate
-from grpo_dial.analysis.simulate_summary import summarize
+from grpo_dial.analysis.simulate.controlled import ARMS as ALL_ARMS
+from grpo_dial.analysis.simulate.controlled import SimulationConfig, simulate
+from grpo_dial.analysis.simulate.summary import summarize
 from grpo_dial.figures import COLORS
-from grpo_dial.figures.simulation import simulation_figure
+from grpo_dial.figures.simulate import simulation_figure
 
 
 def test_every_arm_has_a_colour_and_is_named_in_the_legend_and_title():

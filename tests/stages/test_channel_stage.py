@@ -52,7 +52,7 @@ def test_samples_then_summary_then_figures(tmp_path: Path, monkeypatch) -> None:
     rows = read_table(base)
     assert len(rows) == 3 * 4 and rows["group"].tolist() == np.repeat(range(3), 4).tolist()
 
-    from grpo_dial.analysis.decompose import decompose_with_intervals
+    from grpo_dial.analysis.training.decompose import decompose_with_intervals
 
     runs, inputs = [], {"samples": [str(base)], "responses": [], "terms": []}
     for dial, lift in (("grpo", 1.0), ("dr_grpo", 0.0)):

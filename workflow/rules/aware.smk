@@ -1,14 +1,14 @@
 # The aware-tail study (issues 27, 35; docs/length-bias.md#the-aware-tail): with task `aware`, the base
-# policy sampled at step 0 and every run's tail by mode against the closed form (analysis/aware.py),
+# policy sampled at step 0 and every run's tail by mode against the closed form (analysis/aware/runs.py),
 # reusing channel (the base sample's prompts, samples and seed; the reference arm) and
-# decompose.window_fraction. The dose-response sweep (analysis/aware_sweep.py) is its own target,
+# decompose.window_fraction. The dose-response sweep (analysis/aware/dose.py) is its own target,
 # aware_dose_figure: every arm of the config at each awareness level of LEVELS, with each optimizer
 # of aware_sweep.optimizers (SGD and AdamW), in
 # one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml), and the one-step
 # probe at the base policy (aware_probe, read by aware_dose).
-from grpo_dial.analysis.aware_grid import LEVELS as AWARE_LEVELS  # noqa: E402 (imports nothing)
-from grpo_dial.analysis.aware_grid import FROZEN as AWARE_FROZEN  # noqa: E402
-from grpo_dial.analysis.aware_grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
+from grpo_dial.analysis.aware.grid import LEVELS as AWARE_LEVELS  # noqa: E402 (imports nothing)
+from grpo_dial.analysis.aware.grid import FROZEN as AWARE_FROZEN  # noqa: E402
+from grpo_dial.analysis.aware.grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
 
 AWARE_OPTIMIZERS = config["aware_sweep"]["optimizers"]  # sgd and adamw by default
 AWARE_ENABLED = PLAN.aware_enabled

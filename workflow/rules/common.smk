@@ -32,6 +32,7 @@ except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 RESULTS = PLAN.inputs.results
+FIG = f"{RESULTS}/figures"  # every figure rule's folder
 RESOURCES = PLAN.inputs.resources
 OFFLINE = PLAN.inputs.offline
 if OFFLINE:  # every job inherits these (a cluster job re-reads this file and sets them again)

@@ -20,3 +20,21 @@ rule dapo_consistency:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/stage.py"
+
+
+rule dapo_figure:
+    """DAPO's logged all-correct fraction against the one-timescale closed form."""
+    input:
+        curve=f"{RESULTS}/dapo/fit_curve.csv",
+        summary=f"{RESULTS}/dapo/fit_summary.csv",
+    output:
+        figure_png=report(f"{FIG}/dapo_fit.png", caption="../report/dapo.rst", category="DAPO"),
+        figure_pdf=f"{FIG}/dapo_fit.pdf",
+    log:
+        f"{RESULTS}/logs/figures/dapo_fit.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures/dapo_fit.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"

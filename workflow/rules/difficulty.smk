@@ -23,3 +23,27 @@ rule difficulty_analysis:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/stage.py"
+
+
+rule difficulty_figure:
+    """Pass-rate histogram, gradient-mass share by decile, silent fraction against G."""
+    input:
+        histogram=f"{RESULTS}/difficulty/{{table}}/histogram.csv",
+        mass_shares=f"{RESULTS}/difficulty/{{table}}/mass_shares.csv",
+        silent_fractions=f"{RESULTS}/difficulty/{{table}}/silent_fractions.csv",
+    output:
+        figure_png=report(
+            f"{FIG}/difficulty_{{table}}.png",
+            caption="../report/difficulty.rst",
+            category="Difficulty",
+            labels={"table": "{table}", "kind": "figure"},
+        ),
+        figure_pdf=f"{FIG}/difficulty_{{table}}.pdf",
+    log:
+        f"{RESULTS}/logs/figures/difficulty_{{table}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures/difficulty_{{table}}.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"

@@ -27,3 +27,27 @@ rule simulate:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/stage.py"
+
+
+rule simulation_figure:
+    """The controlled run: learning per sample, silent fraction, extreme mass, final p by quartile."""
+    input:
+        steps=f"{RESULTS}/simulate/{{table}}/steps.parquet",
+        prompts=f"{RESULTS}/simulate/{{table}}/prompts.parquet",
+        summary=f"{RESULTS}/simulate/{{table}}/summary.csv",
+    output:
+        figure_png=report(
+            f"{FIG}/simulation_{{table}}.png",
+            caption="../report/simulation.rst",
+            category="Simulation",
+            labels={"table": "{table}", "kind": "figure"},
+        ),
+        figure_pdf=f"{FIG}/simulation_{{table}}.pdf",
+    log:
+        f"{RESULTS}/logs/figures/simulation_{{table}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures/simulation_{{table}}.tsv"
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"

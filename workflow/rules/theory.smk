@@ -79,3 +79,38 @@ rule estimator_tables:
         "../../envs/grpo-dial.yaml"
     script:
         "../scripts/stage.py"
+
+
+rule theory_figures:
+    """Identity g(k), fidelity against G, difficulty-weight bathtub, silent rate against G, and
+    every engine estimator's gradient mass per pass rate."""
+    input:
+        identity=f"{RESULTS}/theory/identity_curve.csv",
+        grid=f"{RESULTS}/theory/fidelity_grid.csv",
+        weights=f"{RESULTS}/theory/difficulty_weight.csv",
+        estimator_mass=f"{RESULTS}/theory/estimator_mass.csv",
+    output:
+        identity_png=report(f"{FIG}/identity.png", caption="../report/identity.rst", category="Theory"),
+        identity_pdf=f"{FIG}/identity.pdf",
+        fidelity_png=report(f"{FIG}/fidelity.png", caption="../report/fidelity.rst", category="Theory"),
+        fidelity_pdf=f"{FIG}/fidelity.pdf",
+        difficulty_weight_png=report(
+            f"{FIG}/difficulty_weight.png", caption="../report/difficulty_weight.rst", category="Theory"
+        ),
+        difficulty_weight_pdf=f"{FIG}/difficulty_weight.pdf",
+        silent_rate_png=report(f"{FIG}/silent_rate.png", caption="../report/silent_rate.rst", category="Theory"),
+        silent_rate_pdf=f"{FIG}/silent_rate.pdf",
+        estimator_mass_png=report(
+            f"{FIG}/estimator_mass.png", caption="../report/estimator_mass.rst", category="Theory"
+        ),
+        estimator_mass_pdf=f"{FIG}/estimator_mass.pdf",
+    log:
+        f"{RESULTS}/logs/figures/theory_figures.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures/theory_figures.tsv"
+    params:
+        pass_rates=config["theory"]["pass_rates"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"

@@ -1,11 +1,11 @@
 """The analyses' arms, in one table: each is an ordinary `dials.<name>` entry, read through the
 one reader of an arm (grpo_dial.core.dial.read_arm) like the config's training arms.
 
-The controlled simulation (analysis.simulate) and its length twin (analysis.length_bias) each
-run a subset; their config sets the settings every arm of a run shares (the population std,
-eps, DAPO's redraws, L_max), laid over the entry. The engines' estimators are arms of both
-(ENGINE_ARMS; in the length twin OPO under the constant normalizer, where its drift has a
-closed form, and REINFORCE++ with its whitening over tokens).
+The controlled simulation (analysis.simulate.controlled) and its length twin
+(analysis.length_bias.tail) each run a subset; their config sets the settings every arm of a run
+shares (the population std, eps, DAPO's redraws, L_max), laid over the entry. The engines'
+estimators are arms of both (ENGINE_ARMS; in the length twin OPO under the constant normalizer,
+where its drift has a closed form, and REINFORCE++ with its whitening over tokens).
 """
 
 from __future__ import annotations

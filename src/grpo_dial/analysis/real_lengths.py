@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.decompose import percentile_interval
+from grpo_dial.analysis.training.decompose import percentile_interval
 from grpo_dial.data.gsm8k import read_gsm8k_solutions
 from grpo_dial.data.math_cot import read_math_cot
 from grpo_dial.data.reading import LoadReport

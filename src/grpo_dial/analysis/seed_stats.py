@@ -8,7 +8,7 @@ The t interval of the finite values x_1..x_n (NaN dropped) at level L:
 It is given only from MIN_SEEDS = 3 values on: with 2 seeds t has one degree of freedom
 (t_{0.95, 1} = 6.3, t_{0.975, 1} = 12.7) and the interval is mostly that quantile, wide enough
 to put a count below zero. Below 3 values the bounds are NaN and the seeds' own values (their
-smallest and largest) stand in; `summary_format.over_seeds` prints them so.
+smallest and largest) stand in; `analysis.markdown.over_seeds` prints them so.
 
 The difference of two means over independent seeds, mean(x) - mean(y), with Welch's t interval
 (unequal variances; Welch-Satterthwaite degrees of freedom; scipy's ttest_ind):
@@ -63,7 +63,7 @@ def t_interval(x, level: float = 0.9) -> SeedInterval:
 
 def interval_columns(x, name: str, level: float = 0.9, mean: str | None = None) -> dict:
     """t_interval(x, level) as table columns: the mean under `mean` (default `name`), then
-    name_lo, name_hi, name_n, name_min, name_max; `summary_format.over_seeds` reads them back."""
+    name_lo, name_hi, name_n, name_min, name_max; `analysis.markdown.over_seeds` reads them back."""
     s = t_interval(x, level)
     return {
         name if mean is None else mean: s.mean,

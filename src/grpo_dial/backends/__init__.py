@@ -8,12 +8,15 @@ and every backend writes the same tables.
   `launch` runs a job in its own process or under accelerate; `run` is the trainer; `identity`
   probes the std identity on TRL's batches; `tables` turns TRL's completion logs into the own
   trainer's tables.
+`in_process(arm)`: the trainer a study drives in its own process (the aware sweep's cells and
+probe; backends/own_cells.py), the own trainer's alone: any other backend is refused by name.
 Reading other trainers' logged runs (diagnose) is grpo_dial.external's, not this room's.
 """
 
 from __future__ import annotations
 
 from grpo_dial.backends.job import Job
+from grpo_dial.core.dial import Arm
 
 
 def train_arm(job: Job) -> None:
@@ -25,4 +28,17 @@ def train_arm(job: Job) -> None:
     train(job)
 
 
-__all__ = ["Job", "train_arm"]
+def in_process(arm: Arm):
+    """The module that trains `arm` inside the calling process (`train_cell`, `probe_batches`,
+    `cell_config`): the own trainer's; another backend raises one line naming it."""
+    if arm.backend != "own":
+        raise ValueError(
+            f"backend {arm.backend!r}: the aware sweep's cells and probe train in their own "
+            "process on the own trainer; set the arm's backend to 'own'"
+        )
+    from grpo_dial.backends import own_cells
+
+    return own_cells
+
+
+__all__ = ["Job", "in_process", "train_arm"]

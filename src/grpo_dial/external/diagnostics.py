@@ -32,7 +32,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.decompose import windows
+from grpo_dial.analysis.training.decompose import windows
 from grpo_dial.core.theory import silent_rate_split, silent_rate_without_replacement_split
 from grpo_dial.passrates.tables import PASSRATE_COLUMNS, validate_passrates
 
@@ -273,8 +273,8 @@ def run_summary(
 def diagnose(responses: pd.DataFrame, name: str, params: Mapping) -> dict[str, pd.DataFrame]:
     """Every diagnosis table of one imported run (params: window_fraction, n_boot, seed,
     fidelity)."""
-    from grpo_dial.analysis import decompose as d
     from grpo_dial.analysis import difficulty
+    from grpo_dial.analysis.training import decompose as d
 
     silent = silent_by_step(responses)
     table = run_passrates(responses, name)

@@ -66,3 +66,8 @@ def save(fig: plt.Figure, png: str | Path, pdf: str | Path | None = None) -> Non
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)
+
+
+def save_outputs(fig: plt.Figure, output: Mapping[str, str], name: str) -> None:
+    """`save` to a rule's outputs `<name>_png` (and `<name>_pdf` where the rule has one)."""
+    save(fig, output[f"{name}_png"], output.get(f"{name}_pdf"))

@@ -136,7 +136,7 @@ def dose_figure(
     control: str | None = None,
 ) -> plt.Figure:
     """dose: analysis/aware_sweep.dose_table; fit: its dose_fit; control: the dial of the
-    tail-frozen control (aware_grid.FROZEN), drawn as a level. Module docstring."""
+    tail-frozen control (analysis.aware.grid.FROZEN), drawn as a level. Module docstring."""
     theme()
     show = partial(label, names=names)
     quantities = [("contrast_tokens", "mode contrast, tokens"),

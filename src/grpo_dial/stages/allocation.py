@@ -8,20 +8,20 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from grpo_dial.stages.report import _as_list, _gather
+from grpo_dial.stages.training import as_list, gather_runs
 from grpo_dial.tables import read_table, write_table
 
 
 def allocation_comparison(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Adaptive against uniform group sizes: accuracy against samples spent, the comparison
     with intervals over seeds, and the samples by pass-rate band."""
-    from grpo_dial.analysis import allocation_compare as ac
+    from grpo_dial.analysis import allocation as ac
 
     runs = params["runs"]
-    steps = _gather(_as_list(input["steps"]), runs)
-    evals = _gather(_as_list(input["evals"]), runs)
-    allocation = _gather(_as_list(input["allocation"]), runs)
-    responses = _gather(_as_list(input["responses"]), runs)[["dial", "seed", "k", "G"]]
+    steps = gather_runs(as_list(input["steps"]), runs)
+    evals = gather_runs(as_list(input["evals"]), runs)
+    allocation = gather_runs(as_list(input["allocation"]), runs)
+    responses = gather_runs(as_list(input["responses"]), runs)[["dial", "seed", "k", "G"]]
     curves = ac.accuracy_curves(steps, evals)
     comparison = pd.concat(
         [
@@ -40,7 +40,7 @@ def allocation_comparison(input: Mapping, output: Mapping, params: Mapping) -> N
 
 def allocation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The figure, from the seed intervals of the curves and the bands in pass-rate order."""
-    from grpo_dial.analysis import allocation_compare as ac
+    from grpo_dial.analysis import allocation as ac
     from grpo_dial.figures import save
     from grpo_dial.figures.allocation import allocation_figure as draw
 

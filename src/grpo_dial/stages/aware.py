@@ -1,13 +1,13 @@
 """Rule file aware.smk: the aware-tail runs against the closed form (issues 27, 35;
-analysis/aware.py per run, aware_seeds.py over seeds).
+analysis/aware/runs.py per run, analysis/aware/seeds.py over seeds).
 
 `aware_base` samples the base policy at step 0 (before any update) and measures its tangent kernel
 of the tail; `aware_summary` reads every run's responses and steps and writes the per-step table,
 the per-run (per-seed) drifts, the per-dial drift table with rank tests and predictions, the
 truncated share per window and the length decomposition in tokens. `aware_figure` draws them.
 The dose-response sweep (`aware_rates`, `aware_sweep_cell`, `aware_dose`, `aware_dose_figure`)
-trains the config's arms at each awareness level in-process (analysis/aware_sweep_train.py) and
-fits the dose-response (analysis/aware_sweep.py).
+trains the config's arms at each awareness level in-process (analysis/aware/kernel.py) and
+fits the dose-response (analysis/aware/dose.py).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _base_sample(model, tokenizer, params: Mapping):
     import numpy as np
     import torch
 
-    from grpo_dial.analysis.aware_sweep_train import base_responses
+    from grpo_dial.analysis.aware.kernel import base_responses
 
     task, settings = _task(params["task"]), params["channel"]
     pool = task.problems("train", params["pool"], params["pool_seed"])[: settings["prompts"]]
@@ -59,8 +59,8 @@ def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware/base_responses.parquet (the base policy's responses at step 0, as a run's responses
     table), aware/base.csv (their one-row step table and the masked special tokens' mass) and
     aware/kernel.csv (analysis/aware_sweep_train.tail_kernel)."""
-    from grpo_dial.analysis.aware import step_table
-    from grpo_dial.analysis.aware_sweep_train import special_mass, tail_kernel
+    from grpo_dial.analysis.aware.kernel import special_mass, tail_kernel
+    from grpo_dial.analysis.aware.runs import step_table
     from grpo_dial.policy.model import load_policy
     from grpo_dial.stages.policy import base_model_path
 
@@ -80,7 +80,7 @@ def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
 def _snr(task_options: Mapping, arms: Mapping, base: pd.DataFrame, train: Mapping) -> dict:
     """dial -> the contrast push's signal-to-noise ratio at the base state
     (analysis/aware_sim.push_moments)."""
-    from grpo_dial.analysis.aware_sweep import push_snr
+    from grpo_dial.analysis.aware.dose import push_snr
     from grpo_dial.core.dial import arm_from_fields
 
     return {
@@ -92,8 +92,13 @@ def _snr(task_options: Mapping, arms: Mapping, base: pd.DataFrame, train: Mappin
 def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Tables aware/steps.parquet, aware/runs.csv (one row per seed), aware/drift.csv,
     aware/truncation.csv and aware/decomposition.csv."""
-    from grpo_dial.analysis.aware import predicted_step, run_decomposition, run_drift, step_table
-    from grpo_dial.analysis.aware_seeds import decomposition_table, drift_table, truncation_table
+    from grpo_dial.analysis.aware.runs import (
+        predicted_step,
+        run_decomposition,
+        run_drift,
+        step_table,
+    )
+    from grpo_dial.analysis.aware.seeds import decomposition_table, drift_table, truncation_table
     from grpo_dial.core.dial import arm_from_fields
 
     train = params["train"]
@@ -152,7 +157,7 @@ def aware_bridge(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware/bridge.csv: analysis/aware_bridge.length_bridge on every source of several samples
     of one model per problem: math_cot_100 (8 Qwen2.5-Math samples per MATH problem) and, when
     present, the GSM8K log (4 solutions per problem, scored against the reference)."""
-    from grpo_dial.analysis.aware_bridge import bridge_sources
+    from grpo_dial.analysis.aware.bridge import bridge_sources
 
     responses = read_table(input["responses"])
     table = bridge_sources(responses, n_boot=int(params["n_boot"]), seed=int(params["seed"]))
@@ -168,7 +173,7 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
     the base policy's tail kernel, moves the reference arm's contrast by SGD_TARGET over the run
     at the reference awareness level, and AdamW's rate from the kernel's L1 norm
     (analysis/aware_sweep.sgd_rate)."""
-    from grpo_dial.analysis.aware_sweep import sgd_rate
+    from grpo_dial.analysis.aware.dose import sgd_rate
     from grpo_dial.core.dial import arm_from_fields
 
     dial = arm_from_fields(params["arm"]).dial
@@ -182,11 +187,11 @@ def aware_rates(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/{optimizer}/{level}/{dial}.parquet: every seed of one arm trained at one
-    awareness level with one optimizer, in this one process (analysis/aware_sweep_train.train_cell);
+    awareness level with one optimizer, in this one process (backends.in_process(arm).train_cell);
     params frozen: the tail-frozen control (the arm's sampling, learning rate 0). SGD moves the
     weights aware_sweep/rates.csv was sized for (its sgd_weights), AdamW every weight."""
-    from grpo_dial.analysis.aware_sweep import LEVELS
-    from grpo_dial.analysis.aware_sweep_train import train_cell
+    from grpo_dial.analysis.aware.dose import LEVELS
+    from grpo_dial.backends import in_process
     from grpo_dial.core.dial import arm_from_fields
     from grpo_dial.stages.policy import base_model_path
 
@@ -200,11 +205,11 @@ def aware_sweep_cell(input: Mapping, output: Mapping, params: Mapping) -> None:
     compute, estimate = LEVELS[params["level"]]
     options = {**params["task"].get("options", {}), "compute_accuracy": compute,
                "estimate_accuracy": estimate}  # fmt: skip
-    table = train_cell(
-        base_model_path(input, params), {**params["task"], "options": options},
-        arm_from_fields(params["arm"]), train, params["seeds"], params["pool"],
-        params["pool_seed"], params["device"], frozen=bool(params.get("frozen", False)),
-        weights=weights,
+    arm = arm_from_fields(params["arm"])
+    table = in_process(arm).train_cell(
+        base_model_path(input, params), {**params["task"], "options": options}, arm, train,
+        params["seeds"], params["pool"], params["pool_seed"], params["device"],
+        frozen=bool(params.get("frozen", False)), weights=weights,
     )  # fmt: skip
     write_table(
         table.assign(level=params["level"], optimizer=params["optimizer"], dial=params["dial"]),
@@ -216,21 +221,22 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/probe.csv, probe_fit.csv and probe_batches.csv (one row per batch): every
     arm's expected one-step SGD move of each mode's tail at the base policy, measured through the
     transformer over `batches` batches per level, beside the closed form through the kernel
-    (analysis/aware_probe.py). The J are recomputed from rule aware_base's own sample and
+    (analysis/aware/probe.py). The J are recomputed from rule aware_base's own sample and
     checked against aware/kernel.csv."""
     import numpy as np
     import torch
 
-    from grpo_dial.analysis.aware_probe import (
+    from grpo_dial.analysis.aware.dose import LEVELS, dose_fit, kernel_of, level_awareness
+    from grpo_dial.analysis.aware.kernel import mode_gradients
+    from grpo_dial.analysis.aware.probe import (
         QUANTITIES,
         check_kernel,
         predictions,
-        probe_batches,
         probe_table,
     )
-    from grpo_dial.analysis.aware_sweep import LEVELS, dose_fit, kernel_of, level_awareness
-    from grpo_dial.analysis.aware_sweep_train import cell_config, mode_gradients, weight_masks
+    from grpo_dial.backends import in_process
     from grpo_dial.core.dial import arm_from_fields
+    from grpo_dial.policy.masks import weight_masks
     from grpo_dial.policy.model import load_policy
     from grpo_dial.stages.policy import base_model_path
 
@@ -256,10 +262,12 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
         problems = task.problems("train", params["pool"], params["pool_seed"])
         heldout = task.problems("heldout", 1, params["pool_seed"])
         for d, arm in arms.items():
-            config = cell_config(train, arm, params["pool"], params["pool_seed"],
-                                 int(params["seed"]), params["device"])  # fmt: skip
-            rows = probe_batches(model, tokenizer, task, problems, heldout, arm.dial, config,
-                                 int(params["batches"]), j_wrong, j_correct, also)  # fmt: skip
+            trainer = in_process(arm)
+            config = trainer.cell_config(train, arm, params["pool"], params["pool_seed"],
+                                         int(params["seed"]), params["device"])  # fmt: skip
+            rows = trainer.probe_batches(model, tokenizer, task, problems, heldout, arm.dial,
+                                         config, int(params["batches"]), j_wrong, j_correct,
+                                         also)  # fmt: skip
             frames.append(rows.assign(level=level, a=level_awareness(level)[1], dial=d))
             log.info("probe %s %s: contrast %.3g +- %.2g", level, d, rows["contrast"].mean(),
                      rows["contrast"].std() / np.sqrt(len(rows)))  # fmt: skip
@@ -285,9 +293,9 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
     (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial; summary.md
     with the one-step probe's tables after the dose's (input probe, when given)."""
-    from grpo_dial.analysis.aware_seeds import truncation_table
-    from grpo_dial.analysis.aware_sweep import FROZEN, dose_fit, dose_table, sweep_runs
-    from grpo_dial.analysis.aware_sweep_summary import dose_markdown, probe_markdown, rate_notes
+    from grpo_dial.analysis.aware.dose import FROZEN, dose_fit, dose_table, sweep_runs
+    from grpo_dial.analysis.aware.dose_report import dose_markdown, probe_markdown, rate_notes
+    from grpo_dial.analysis.aware.seeds import truncation_table
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
@@ -319,7 +327,7 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 
 def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
-    from grpo_dial.analysis.aware_grid import FROZEN
+    from grpo_dial.analysis.aware.grid import FROZEN
     from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import dose_figure

@@ -112,8 +112,7 @@ def channel_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The channel figure and the per-arm-pair drift figure, from channel_summary's tables."""
     from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
-    from grpo_dial.figures.channel import channel_figure
-    from grpo_dial.figures.length_drift_runs import length_drift_runs_figure
+    from grpo_dial.figures.channel import channel_figure, length_drift_runs_figure
 
     tables = read_table(input["channel"]), read_table(input["awareness"])
     fig = channel_figure(*tables, names=ARM_NAMES)

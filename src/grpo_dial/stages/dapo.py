@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from grpo_dial.tables import write_table
+from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
 
 
 def dapo_consistency(input: Mapping, output: Mapping, params: Mapping) -> None:
     """One-timescale fit of E_p[p_T^32] to DAPO's logged all-correct fraction."""
-    from grpo_dial.analysis.dapo_fit import fit_dapo, read_dapo_curve
+    from grpo_dial.analysis.dapo import fit_dapo, read_dapo_curve
     from grpo_dial.passrates.tables import read_passrates
 
     curve = read_dapo_curve(input["curve"])
@@ -23,3 +23,11 @@ def dapo_consistency(input: Mapping, output: Mapping, params: Mapping) -> None:
     log.info("DAPO consistency:\n%s", summary.to_string(index=False))
     write_table(summary, output["summary"])
     write_table(fitted, output["curve"])
+
+
+def dapo_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """The DAPO consistency fit."""
+    from grpo_dial.figures import save_outputs
+    from grpo_dial.figures.dapo import dapo_figure as draw
+
+    save_outputs(draw(read_table(input["curve"]), read_table(input["summary"])), output, "figure")

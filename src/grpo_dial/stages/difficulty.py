@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from grpo_dial.tables import write_table
+from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
 
@@ -50,3 +50,18 @@ def difficulty_analysis(input: Mapping, output: Mapping, params: Mapping) -> Non
         time.perf_counter() - started,
         summary.to_string(index=False),
     )
+
+
+def difficulty_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Histogram, mass shares and silent fractions of one pass-rate table."""
+    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.figures import save_outputs
+    from grpo_dial.figures.difficulty import difficulty_figure as draw
+
+    fig = draw(
+        read_table(input["histogram"]),
+        read_table(input["mass_shares"]),
+        read_table(input["silent_fractions"]),
+        names=ARM_NAMES,
+    )
+    save_outputs(fig, output, "figure")

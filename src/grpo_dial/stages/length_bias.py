@@ -13,8 +13,8 @@ log = logging.getLogger("grpo_dial")
 
 def length_bias(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The length-bias simulation on one pass-rate table: steps, prompts, summary, fit, curve."""
-    from grpo_dial.analysis import length_bias as lb
-    from grpo_dial.analysis import length_bias_summary as lbs
+    from grpo_dial.analysis.length_bias import summary as lbs
+    from grpo_dial.analysis.length_bias import tail as lb
     from grpo_dial.passrates.tables import read_passrates
 
     keys = [k for k in params if k not in ("awareness_grid", "threads")]
@@ -57,7 +57,7 @@ def length_pressure(input: Mapping, output: Mapping, params: Mapping) -> None:
     seeds (summary.csv) and whether it predicts the wrong-answer inflation (prediction.csv)."""
     import pandas as pd
 
-    from grpo_dial.analysis import length_pressure as lp
+    from grpo_dial.analysis.length_bias import pressure as lp
     from grpo_dial.core.dial import Dial
 
     frames, per_run = [], []
@@ -99,7 +99,7 @@ def length_pressure_external(input: Mapping, output: Mapping, params: Mapping) -
     """An imported run's length pressure per step under every normalizer, its own marked."""
     import pandas as pd
 
-    from grpo_dial.analysis import length_pressure as lp
+    from grpo_dial.analysis.length_bias import pressure as lp
 
     responses, source = lp.with_advantages(read_table(input["responses"]))
     if source != "logged":
@@ -115,7 +115,7 @@ def length_pressure_figure(input: Mapping, output: Mapping, params: Mapping) -> 
     """Pressure per step by dial, and pressure against wrong-answer inflation per run."""
     from grpo_dial.core.arm_names import ARM_NAMES
     from grpo_dial.figures import save
-    from grpo_dial.figures.length_pressure import length_pressure_figure as draw
+    from grpo_dial.figures.length_bias import length_pressure_figure as draw
 
     fig = draw(*(read_table(input[k]) for k in ("steps", "runs", "prediction")), names=ARM_NAMES)
     save(fig, output["figure_png"], output.get("figure_pdf"))

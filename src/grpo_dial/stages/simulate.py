@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from grpo_dial.tables import write_table
+from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
 
 
 def simulate(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The controlled Bernoulli-logit run, every configured arm."""
-    from grpo_dial.analysis.simulate import SimulationConfig
-    from grpo_dial.analysis.simulate import simulate as run_simulation
-    from grpo_dial.analysis.simulate_summary import summarize
+    from grpo_dial.analysis.simulate.controlled import SimulationConfig
+    from grpo_dial.analysis.simulate.controlled import simulate as run_simulation
+    from grpo_dial.analysis.simulate.summary import summarize
     from grpo_dial.passrates.tables import read_passrates
 
     table = read_passrates(input["table"])
@@ -36,3 +36,18 @@ def simulate(input: Mapping, output: Mapping, params: Mapping) -> None:
     write_table(steps, output["steps"])
     write_table(prompts, output["prompts"])
     write_table(summary, output["summary"])
+
+
+def simulation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """The controlled run's panels."""
+    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.figures import save_outputs
+    from grpo_dial.figures.simulate import simulation_figure as draw
+
+    fig = draw(
+        read_table(input["steps"]),
+        read_table(input["prompts"]),
+        read_table(input["summary"]),
+        names=ARM_NAMES,
+    )
+    save_outputs(fig, output, "figure")

@@ -8,14 +8,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from grpo_dial.tables import write_table
+from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
 
 
 def theory_tables(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Group-size table, (p, G) grid, difficulty weights, G for a silent-rate target."""
-    from grpo_dial.analysis import theory_tables as tt
+    from grpo_dial.analysis.theory import tables as tt
 
     p_grid = np.linspace(0, 1, params["p_grid_points"] + 2)[1:-1]
     table = tt.group_size_table(params["pass_rates"], params["fidelities"])
@@ -31,7 +31,7 @@ def theory_tables(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def identity_check(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Monte-Carlo identity curve g(k) and residuals on random score vectors."""
-    from grpo_dial.analysis.identity import identity_curve, identity_residuals
+    from grpo_dial.analysis.theory.identity import identity_curve, identity_residuals
 
     curve = identity_curve(
         group_size=params["group_size"],
@@ -47,7 +47,7 @@ def identity_check(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def group_bias(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Non-degenerate-group baseline bias and HA-DW's correction per (p, G), with its MC check."""
-    from grpo_dial.analysis.theory_tables import group_bias_table
+    from grpo_dial.analysis.theory.tables import group_bias_table
 
     table = group_bias_table(
         params["pass_rates"],
@@ -70,7 +70,7 @@ def group_bias(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def estimator_tables(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Every engine estimator's gradient mass per (p, G) and the same-operation identity table."""
-    from grpo_dial.analysis.estimator_theory import (
+    from grpo_dial.analysis.theory.estimators import (
         estimator_identity_table,
         estimator_mass_table,
     )
@@ -83,3 +83,20 @@ def estimator_tables(input: Mapping, output: Mapping, params: Mapping) -> None:
     if len(wrong):
         log.warning("identity differs from its prediction for: %s", ", ".join(wrong["estimator"]))
     write_table(identity, output["identity"])
+
+
+def theory_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """Identity, fidelity, difficulty-weight, silent-rate and estimator-mass figures from the
+    theory tables."""
+    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.figures import save_outputs
+    from grpo_dial.figures import theory as f
+
+    grid = read_table(input["grid"])
+    save_outputs(f.identity_figure(read_table(input["identity"])), output, "identity")
+    save_outputs(f.fidelity_figure(grid, params["pass_rates"]), output, "fidelity")
+    weights = f.difficulty_weight_figure(read_table(input["weights"]), names=ARM_NAMES)
+    save_outputs(weights, output, "difficulty_weight")
+    save_outputs(f.silent_rate_figure(grid, params["pass_rates"]), output, "silent_rate")
+    mass = f.estimator_mass_figure(read_table(input["estimator_mass"]), names=ARM_NAMES)
+    save_outputs(mass, output, "estimator_mass")

@@ -36,7 +36,7 @@ COLUMNS = ("arm", "metric", "own", "own_lo", "own_hi", "trl", "trl_lo", "trl_hi"
 
 def run_metrics(steps: pd.DataFrame, evals: pd.DataFrame, terms: pd.DataFrame) -> dict:
     """METRICS of one run: its steps and evals tables and the decomposition's terms.csv
-    (columns quantity, value, ...: analysis.decompose.INTERVAL_COLUMNS)."""
+    (columns quantity, value, ...: analysis.training.decompose.INTERVAL_COLUMNS)."""
     greedy = evals[(evals["mode"] == "greedy") & (evals["difficulty"] == "all")]
     acc = greedy.set_index("step")["accuracy"]
     term = terms.set_index("quantity")["value"]  # one row per quantity

@@ -1,6 +1,4 @@
-"""Summary of the controlled Bernoulli-logit run (analysis.simulate): one row per arm.
-
-Split from the run itself so each stays small; `analysis.simulate` re-exports `summarize`.
+"""Summary of the controlled Bernoulli-logit run (analysis.simulate.controlled): one row per arm.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Entry points of the length-by-correctness rules: per-run decomposition, the cross-run summary,
-the real-data lens, their figures and the plain-language summary.
-
-Same contract as `grpo_dial.stages`: `stage(input, output, params)` with plain mappings.
+"""Rule file training.smk: each RL run's length decomposition by correctness, the runs'
+summary table, and the training figures drawn from them.
 """
 
 from __future__ import annotations
@@ -16,11 +14,11 @@ from grpo_dial.tables import read_table, write_table
 log = logging.getLogger("grpo_dial")
 
 
-def _as_list(value) -> list[str]:
+def as_list(value) -> list[str]:
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _gather(paths: Sequence[str], runs: Sequence[Sequence]) -> pd.DataFrame:
+def gather_runs(paths: Sequence[str], runs: Sequence[Sequence]) -> pd.DataFrame:
     """Concatenate one table per run with `dial` and `seed` columns in front."""
     frames = []
     for path, (dial, seed) in zip(paths, runs, strict=True):
@@ -34,7 +32,7 @@ def _gather(paths: Sequence[str], runs: Sequence[Sequence]) -> pd.DataFrame:
 def decompose_length(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The three-term split of one run's length change, with prompt-bootstrap intervals, and its
     per-step curves by correctness and by the base pass-rate band."""
-    from grpo_dial.analysis import decompose as d
+    from grpo_dial.analysis.training import decompose as d
     from grpo_dial.core.bands import pass_rate_band
     from grpo_dial.passrates.tables import read_passrates
 
@@ -55,14 +53,14 @@ def decompose_length(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     """One row per dial and seed, and the gathered per-run tables the figures are drawn from."""
-    from grpo_dial.analysis.run_summary import expected_silent_base, summarize_runs
+    from grpo_dial.analysis.training.runs import expected_silent_base, summarize_runs
     from grpo_dial.passrates.tables import read_passrates
 
     runs = params["runs"]
     table = read_passrates(input["passrates"])
     steps_frames = []
     for path, responses_path, (dial, seed) in zip(
-        _as_list(input["steps"]), _as_list(input["responses"]), runs, strict=True
+        as_list(input["steps"]), as_list(input["responses"]), runs, strict=True
     ):
         steps = read_table(path)
         expected = expected_silent_base(read_table(responses_path), table)
@@ -71,11 +69,11 @@ def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
         steps.insert(0, "dial", str(dial))
         steps_frames.append(steps)
     steps = pd.concat(steps_frames, ignore_index=True)
-    terms = _gather(_as_list(input["terms"]), runs)
-    curves = _gather(_as_list(input["curves"]), runs)
-    mass = _gather(_as_list(input["mass"]), runs)
-    evals = _gather(_as_list(input["evals"]), runs)
-    identity = _gather(_as_list(input["identity"]), runs)
+    terms = gather_runs(as_list(input["terms"]), runs)
+    curves = gather_runs(as_list(input["curves"]), runs)
+    mass = gather_runs(as_list(input["mass"]), runs)
+    evals = gather_runs(as_list(input["evals"]), runs)
+    identity = gather_runs(as_list(input["identity"]), runs)
     summary = summarize_runs(steps, terms, mass, evals, params["prompts_per_step"],
                              params["group_size"])  # fmt: skip
     log.info("training summary:\n%s", summary.to_string(index=False))
@@ -83,28 +81,6 @@ def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
     for name, frame in (("steps", steps), ("terms", terms), ("curves", curves),
                         ("identity", identity), ("evals", evals)):  # fmt: skip
         write_table(frame, output[name])
-
-
-def real_lengths(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """Length of correct against incorrect responses on the logged real-data files."""
-    from grpo_dial.analysis import real_lengths as rl
-
-    tokenizer = None
-    if params.get("tokenizer"):
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(params["tokenizer"])
-    loaders = {"math_cot": rl.load_math_cot_responses, "gsm8k": rl.load_gsm8k_responses}
-    frames = []
-    for name, loader in loaders.items():
-        if name in input:
-            loaded = loader(input[name], tokenizer=tokenizer)
-            log.info("%s: %d problems, %d skipped", name, loaded.n_problems, loaded.n_skipped)
-            frames.append(loaded.responses)
-    responses = pd.concat(frames, ignore_index=True)
-    write_table(responses, output["responses"])
-    table = rl.length_by_correctness(responses, n_boot=params["n_boot"], seed=params["seed"])
-    write_table(table, output["by_correctness"])
 
 
 def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
@@ -128,29 +104,3 @@ def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
         figures["estimators_training"] = estimator_state_figure(steps)
     for name, fig in figures.items():
         save(fig, output[f"{name}_png"], output[f"{name}_pdf"])
-
-
-def real_lengths_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
-    from grpo_dial.figures import save
-    from grpo_dial.figures.real_lengths import real_lengths_figure as draw
-
-    save(draw(read_table(input["by_correctness"])), output["figure_png"], output["figure_pdf"])
-
-
-def summary_markdown(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """results/summary.md: the run's key numbers in tables, generated from the result tables,
-    each keyed by its path relative to the summary's folder (the results directory)."""
-    import os
-
-    from grpo_dial.analysis.summary_text import summary_markdown as write
-
-    root = os.path.dirname(os.path.abspath(output["summary"]))
-    paths = [path for _, value in input.items() for path in _as_list(value)]
-    tables = {
-        os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/"): read_table(path)
-        for path in paths
-    }
-    text = write(tables)
-    with open(output["summary"], "w") as handle:
-        handle.write(text)
-    log.info("summary:\n%s", text)

@@ -1,11 +1,11 @@
 """The aware tail's dose-response: the closed form tested across awareness (issue 35).
 
-Levels (LEVELS, analysis/aware_grid.py): the mode's accuracies (P(right | "="), P(right | "~"))
+Levels (LEVELS, analysis/aware/grid.py): the mode's accuracies (P(right | "="), P(right | "~"))
 = (0.5, 0.5), (0.6, 0.4), (0.7, 0.3), (0.8, 0.2), (0.9, 0.1) at estimate rate 1/2: pass rate 1/2
 and awareness a = 1 - 2 P(right | "~") = 0, 0.2, 0.4, 0.6, 0.8 (data/tasks/aware.py). Each level
 trains every arm of the config from the same base policy, with SGD and with AdamW, one seed per run.
 
-SGD through the transformer (aware_sweep_train.tail_kernel, `sgd_prediction`). A mode's tail
+SGD through the transformer (analysis.aware.kernel.tail_kernel, `sgd_prediction`). A mode's tail
 parameter on the transformer is its continue logit l = log P(continue) - log P(EOS) (the sampler's
 distribution), averaged over the decision positions of that mode's responses (each tail token
 and the stop); J_m = dl_m / dw (w: every weight) at the base. If every position of mode m moved
@@ -22,7 +22,7 @@ state (in `sweep_runs` S is the mean count behind the last window's samples, awa
 (E[T] = e^theta), in L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's
 learning rate so that this predicts a contrast of SGD_TARGET (theta) for the reference arm at the
 reference level: the closed form's magnitude can then be read off the runs directly. Which weights
-SGD moves is the config's `aware_sweep.sgd_weights` (aware_sweep_train.weight_masks), and J, K and
+SGD moves is the config's `aware_sweep.sgd_weights` (policy.masks.weight_masks), and J, K and
 the rate are those weights' (`kernel_of`): on every weight K's common direction is ~300x its
 contrast direction (K_ee 62.1, K_ec 61.9, K_cc 61.8), so the sized rate lets batch noise carry both
 tails to the cap; on the mode markers' embedding rows alone K_ec is a fifth of K_ee and K_cc, and
@@ -41,7 +41,7 @@ coordinate: S lr snr / sqrt(1 + snr^2) per mode.
 The tail-frozen control (FROZEN): the reference arm's sampling and rewards with zero loss weight
 on the tail. The task's core is forced and already weighted 0 (data/tasks/aware.py), so no token
 keeps a weight: the gradient is 0, and SGD and AdamW (weight decay 0, no KL) take a zero step, which
-aware_sweep_train.train_cell runs as learning rate 0 (the same update; the step's grad_norm is
+analysis.aware.kernel.train_cell runs as learning rate 0 (the same update; the step's grad_norm is
 still logged). It is trained once, with AdamW at REFERENCE_LEVEL (a zero step depends on
 neither), and predicted 0: what its tails do is what the measure does without any update, so every
 other arm's common drift (d_common) beyond it is the updates' own. Every run is measured against
@@ -55,8 +55,8 @@ optimizer at a = 0, beside the predictions and the mean net of the control; `dos
 measured-on-predicted slope through the origin, R^2 and Spearman's rank correlation over levels
 and arms per optimizer, and the least-squares line with an intercept (which, if the shared offset
 is all that the origin misses, finds the control's value); its markdown:
-analysis/aware_sweep_summary.py. The transformer's parts (the base policy, the kernel, a cell's
-training): analysis/aware_sweep_train.py.
+analysis/aware/dose_report.py. The transformer's parts (the base policy, the kernel, a cell's
+training): analysis/aware/kernel.py.
 """
 
 from __future__ import annotations
@@ -67,15 +67,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from grpo_dial.analysis.aware import STEP_COLUMNS, run_drift, window_updates
-from grpo_dial.analysis.aware_grid import (
+from grpo_dial.analysis.aware.grid import (
     BLIND_LEVEL,
     FROZEN,
     FROZEN_CELL,
     LEVELS,
     REFERENCE_LEVEL,
 )
-from grpo_dial.analysis.aware_seeds import bh_adjust, fisher_p, rank_tests
+from grpo_dial.analysis.aware.runs import STEP_COLUMNS, run_drift, window_updates
+from grpo_dial.analysis.aware.seeds import bh_adjust, fisher_p, rank_tests
 from grpo_dial.analysis.seed_stats import difference_interval, r_squared, t_interval
 
 SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta), sizing SGD's rate
@@ -108,7 +108,7 @@ def _base_state(base: pd.DataFrame, level: str, options: Mapping) -> pd.DataFram
 
 
 def kernel_of(kernel: pd.DataFrame, weights: str = "all") -> pd.DataFrame:
-    """The one-row kernel of the weights setting `weights` (aware_sweep_train.SGD_WEIGHTS) from
+    """The one-row kernel of the weights setting `weights` (analysis.aware.kernel.SGD_WEIGHTS) from
     aware/kernel.csv; a table without a `weights` column is the kernel of every weight."""
     if "weights" not in kernel:
         if weights != "all":
@@ -128,7 +128,7 @@ def sgd_prediction(
 ) -> dict[str, float]:
     """Per step and unit lr at the base state: dtheta_~, dtheta_= (module docstring), through
     the first row of `kernel` (`kernel_of` picks the row of the weights SGD moves)."""
-    from grpo_dial.analysis.aware import predicted_step
+    from grpo_dial.analysis.aware.runs import predicted_step
 
     state = _base_state(base, level, options)
     uw, uc = predicted_step(state, dial, int(train["group_size"]), int(train["prompts_per_step"]))
@@ -169,9 +169,9 @@ def sgd_rate(dial, base: pd.DataFrame, kernel: pd.DataFrame, train: Mapping, opt
 
 def push_snr(dial, options: Mapping, base: pd.DataFrame, train: Mapping,
              level: str | None = None, batches: int = SNR_BATCHES) -> dict[str, float]:  # fmt: skip
-    """aware_sim.push_moments at the base policy's tails and core (forced tokens) for the task's
-    accuracies, or a LEVELS level's; the same draws for every arm (seed 0)."""
-    from grpo_dial.analysis.aware_sim import push_moments
+    """analysis.aware.tabular.push_moments at the base policy's tails and core (forced tokens)
+    for the task's accuracies, or a LEVELS level's; the same draws for every arm (seed 0)."""
+    from grpo_dial.analysis.aware.tabular import push_moments
     from grpo_dial.data.tasks.aware import AwareTask
 
     task = AwareTask(**options)

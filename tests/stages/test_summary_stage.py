@@ -1,4 +1,4 @@
-"""The summary stage (stages.report.summary_markdown) names each table by its path."""
+"""The summary stage (stages.summary.summary_markdown) names each table by its path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 def test_summary_stage_keys_every_table_by_its_path_under_the_results_folder(tmp_path):
     """The rule hands the stage its tables by name; summary.md names each by its path relative to
     itself, so the link under a table opens the file that holds its numbers."""
-    from grpo_dial.stages.report import summary_markdown
+    from grpo_dial.stages.summary import summary_markdown
     from grpo_dial.tables import write_table
 
     results = tmp_path / "results"

@@ -15,17 +15,18 @@ is -lr g_b, so per unit lr mode m's continue logit moves by
 
     dtheta_m,b = -J_m . g_b,      contrast_b = dtheta_~,b - dtheta_=,b,
 
-with J_m the gradient of mode m's mean continue logit at the base (aware_sweep_train.mode_gradients,
-the J behind aware/kernel.csv). The batches are i.i.d. (same weights, fresh draws), so per (level,
-arm, quantity) `probe_table` gives the mean over batches, its standard error sd / sqrt(B) and 90 %
-t interval, beside the prediction (aware_sweep.sgd_prediction: step_wrong = K_ee E[u_w] + K_ec
-E[u_c], step_correct = K_ec E[u_w] + K_cc E[u_c], per step and unit lr); the mean of the clipped
-step's move (g_b scaled by min(1, grad_clip / |g_b|), what the trainer's clipped SGD step takes)
-and the share of batches the clip would cut; and each arm's ratio to the reference arm at the
-level, measured (its delta-method SE, sd(x - R y) / (sqrt(B) |mean y|), valid for paired batches:
-every arm is probed with the same seed, so keep-silent arms see the same batches) and predicted.
-`dose_fit` (aware_sweep.py) gives the slope of measured on predicted through the origin, R^2 and
-Spearman's rank correlation over levels and arms.
+with J_m the gradient of mode m's mean continue logit at the base
+(analysis.aware.kernel.mode_gradients, the J behind aware/kernel.csv). The batches are i.i.d. (same
+weights, fresh draws), so per (level, arm, quantity) `probe_table` gives the mean over batches, its
+standard error sd / sqrt(B) and 90 % t interval, beside the prediction
+(analysis.aware.dose.sgd_prediction: step_wrong = K_ee E[u_w] + K_ec E[u_c], step_correct = K_ec
+E[u_w] + K_cc E[u_c], per step and unit lr); the mean of the clipped step's move (g_b scaled by
+min(1, grad_clip / |g_b|), what the trainer's clipped SGD step takes) and the share of batches the
+clip would cut; and each arm's ratio to the reference arm at the level, measured (its delta-method
+SE, sd(x - R y) / (sqrt(B) |mean y|), valid for paired batches: every arm is probed with the same
+seed, so keep-silent arms see the same batches) and predicted. `dose_fit` (analysis/aware/dose.py)
+gives the slope of measured on predicted through the origin, R^2 and Spearman's rank correlation
+over levels and arms.
 """
 
 from __future__ import annotations
@@ -56,20 +57,10 @@ def mode_moves(grad, j_wrong, j_correct) -> tuple[float, float]:
     return -float(j_wrong @ grad), -float(j_correct @ grad)
 
 
-def _flat_grad(params):
-    """Every parameter's .grad flattened in order (float64), or None when one is missing (the
-    trainer cleared a non-finite step's gradient)."""
-    import torch
-
-    if any(p.grad is None for p in params):
-        return None
-    return torch.cat([p.grad.reshape(-1) for p in params]).double()
-
-
 def check_kernel(j_wrong, j_correct, kernel: pd.DataFrame, rtol: float = 1e-3) -> None:
     """Raise in one line unless the J give aware/kernel.csv's K_ee, K_ec, K_cc and k_diff (within
     rtol): the probe must project on the kernel's own base sample."""
-    from grpo_dial.analysis.aware_sweep_train import KERNEL, kernel_entries
+    from grpo_dial.analysis.aware.kernel import KERNEL, kernel_entries
 
     mine = kernel_entries(j_wrong, j_correct)
     for k in KERNEL:
@@ -77,44 +68,6 @@ def check_kernel(j_wrong, j_correct, kernel: pd.DataFrame, rtol: float = 1e-3) -
         if not np.isclose(got, want, rtol=rtol):
             raise ValueError(f"the probe's J give {k} = {got:.6g}, aware/kernel.csv {want:.6g}: "
                              "not the kernel's base sample")  # fmt: skip
-
-
-def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
-                  j_wrong, j_correct, also: Mapping | None = None) -> pd.DataFrame:  # fmt: skip
-    """One row per batch (batch, wrong, correct, contrast, grad_norm): `batches` steps of the
-    trainer (train.loop.run_step) at the base policy with SGD at learning rate 0 and no clipping,
-    each batch's gradient projected by `mode_moves` (module docstring); NaN for a non-finite
-    step. also: name -> (J_~, J_=) projected on the same gradients as columns wrong_<name>,
-    correct_<name>, contrast_<name> (with J restricted to the weights a masked SGD step moves,
-    J_masked . g = J . (mask g) is that step's move). Raises if the weights moved."""
-    from dataclasses import replace
-
-    import torch
-
-    from grpo_dial.train import loop
-
-    if batches < 1:
-        raise ValueError(f"batches must be >= 1, got {batches}")
-    config = replace(config, optimizer="sgd", grad_clip=None, weight_decay=0.0, kl_coef=0.0)
-    params = [p for p in model.parameters() if p.requires_grad]
-    before = torch.cat([p.detach().reshape(-1) for p in params]).clone()
-    run = loop.new_run(model, tokenizer, None, problems, heldout, dial, config, None)
-    for group in run.optimizer.param_groups:
-        group["lr"] = 0.0  # SGD at lr 0: the step leaves every weight and .grad as they are
-    rows = []
-    for b in range(batches):
-        result = loop.run_step(run, task, dial, config, b + 1)
-        g = _flat_grad(params)
-        row = {"batch": b, "grad_norm": float(result.grad_norm)}
-        for name, (jw, jc) in {"": (j_wrong, j_correct), **(also or {})}.items():
-            w, c = mode_moves(g, jw, jc) if g is not None else (math.nan, math.nan)
-            sfx = f"_{name}" if name else ""
-            row |= {f"wrong{sfx}": w, f"correct{sfx}": c, f"contrast{sfx}": w - c}
-        rows.append(row)
-    after = torch.cat([p.detach().reshape(-1) for p in params])
-    if not torch.equal(before, after):
-        raise RuntimeError("probe_batches: the weights moved; the probe must stay at the base")
-    return pd.DataFrame(rows)
 
 
 def probe_table(batches: pd.DataFrame, predicted: pd.DataFrame, reference: str,
@@ -165,7 +118,7 @@ def predictions(arms: Mapping, base: pd.DataFrame, kernel: pd.DataFrame, levels,
                 options: Mapping, train: Mapping) -> pd.DataFrame:  # fmt: skip
     """One row per (level, dial): sgd_prediction's per-step move per unit lr of each mode
     (wrong = step_wrong, correct = step_correct); arms: dial -> its Dial."""
-    from grpo_dial.analysis.aware_sweep import sgd_prediction
+    from grpo_dial.analysis.aware.dose import sgd_prediction
 
     rows = []
     for lev in levels:
@@ -178,5 +131,5 @@ def predictions(arms: Mapping, base: pd.DataFrame, kernel: pd.DataFrame, levels,
 
 __all__ = [
     "PROBE_BATCHES", "PROBE_COLUMNS", "QUANTITIES", "check_kernel", "mode_moves", "predictions",
-    "probe_batches", "probe_table",
+    "probe_table",
 ]  # fmt: skip

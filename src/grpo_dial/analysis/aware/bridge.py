@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.analysis.channel import within_group_auc
-from grpo_dial.analysis.decompose import percentile_interval
-from grpo_dial.analysis.length_pressure import step_pressure
+from grpo_dial.analysis.length_bias.pressure import step_pressure
+from grpo_dial.analysis.training.decompose import percentile_interval
 from grpo_dial.core.length_drift import tail_drift
 
 BRIDGE_COLUMNS = (

@@ -8,7 +8,7 @@ correct (awareness a); its tail T_i ~ Geometric(q); |o_i| = core_length + T_i. T
 
     theta += lr * u,   u = sum_i A_i w_i s_i  over the prompt's responses using theta
 
-through the project's own code (analysis.length_step: `advantage.advantages`, `keep_mask` for
+through the project's own code (analysis.length_bias.step: `advantage.advantages`, `keep_mask` for
 DAPO's dropped groups, the arm's aggregator vmapped over batches of M = groups_per_batch groups
 for the weights w, and the tail's score s), i.e. gradient descent on sum_b M * policy_loss_b.
 Only the tail parameters move: the core's pass rate is held fixed so the measured drift is the
@@ -51,8 +51,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.analysis.arms import LENGTH_BIAS_ARMS, LENGTH_BIAS_DEFAULT, analysis_dial
-from grpo_dial.analysis.length_step import draw_tails, tail_updates
-from grpo_dial.analysis.simulate import SimulationConfig, draw_initial_p
+from grpo_dial.analysis.length_bias.step import draw_tails, tail_updates
+from grpo_dial.analysis.simulate.controlled import SimulationConfig, draw_initial_p
 from grpo_dial.core.checks import opt as _opt
 from grpo_dial.core.dial import Dial
 from grpo_dial.core.estimator_mass import whitened_tail_drift

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.summary_format import (
+from grpo_dial.analysis.markdown import (
     arrow,
     interval,
     md_table,

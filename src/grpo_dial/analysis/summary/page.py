@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from grpo_dial.analysis import summary_sections as s
-from grpo_dial.analysis import summary_training as tr
-from grpo_dial.analysis.summary_format import pick, source
+from grpo_dial.analysis.markdown import pick, source
+from grpo_dial.analysis.summary import sections as s
+from grpo_dial.analysis.summary import training as tr
 
 HEADER = [
     "# grpo-dial: summary of this run", "",
@@ -53,7 +53,7 @@ def _aware(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     form, and the real-model bridge when it ran."""
     if "aware/drift.csv" not in tables:
         return []
-    from grpo_dial.analysis.aware_summary import summary_lines
+    from grpo_dial.analysis.aware.section import summary_lines
 
     paths = [p for p in ("aware/drift.csv", "aware/bridge.csv") if p in tables]
     body = summary_lines(tables["aware/drift.csv"], tables.get("aware/bridge.csv"))

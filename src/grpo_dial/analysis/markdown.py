@@ -1,4 +1,4 @@
-"""Number formats and markdown tables of the run summary (`analysis.summary_text`).
+"""Number formats and markdown tables of the run summary (`analysis.summary.page`).
 
 Every number is printed with enough digits to tell neighbouring arms apart (a final pass rate
 with 4 decimals: 0.9936 against 0.9918), and a missing value as "n/a", never as 0. A mean over

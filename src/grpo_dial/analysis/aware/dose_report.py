@@ -1,5 +1,5 @@
-"""aware_sweep/summary.md: the dose table and fit (analysis/aware_sweep.py) as markdown, and the
-one-step probe's table and fit (analysis/aware_probe.py) after them."""
+"""aware_sweep/summary.md: the dose table and fit (analysis/aware/dose.py) as markdown, and the
+one-step probe's table and fit (analysis/aware/probe.py) after them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def _p(x) -> str:
 
 def _cell(r) -> str:
     """One quantity over seeds: mean [90 %], or the seeds' range below 3 seeds."""
-    from grpo_dial.analysis.summary_format import over_seeds, signed
+    from grpo_dial.analysis.markdown import over_seeds, signed
 
     return over_seeds(r["mean"], r["lo"], r["hi"], r["n_seeds"], r["min"], r["max"], signed,
                       digits=2)  # fmt: skip

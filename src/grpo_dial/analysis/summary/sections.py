@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.summary_format import (
+from grpo_dial.analysis.markdown import (
     arrow,
     count,
     interval,

@@ -1,14 +1,14 @@
-"""The aware tail's lines of the run's front page, results/summary.md (analysis/summary_text.py):
-the drift table over seeds (analysis/aware_seeds.drift_table) and the real-model bridge
-(analysis/aware_bridge.py)."""
+"""The aware tail's lines of the run's front page, results/summary.md
+(analysis/summary/page.py): the drift table over seeds (analysis.aware.seeds.drift_table) and
+the real-model bridge (analysis/aware/bridge.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from grpo_dial.analysis.aware import TAKEOFF
-from grpo_dial.analysis.summary_format import over_seeds, signed
+from grpo_dial.analysis.aware.runs import TAKEOFF
+from grpo_dial.analysis.markdown import over_seeds, signed
 
 
 def _p(x) -> str:
@@ -16,8 +16,8 @@ def _p(x) -> str:
 
 
 def summary_lines(drift: pd.DataFrame, bridge: pd.DataFrame | None = None) -> list[str]:
-    """Markdown lines for summary.md (analysis/summary_text.py calls this): per dial the drift of
-    the mode contrast in log(1 + tail tokens) and in tokens (90 % over seeds), the sign and
+    """Markdown lines for summary.md (analysis/summary/page.py calls this): per dial the
+    drift of the mode contrast in log(1 + tail tokens) and in tokens (90 % over seeds), the sign and
     Wilcoxon p over seeds, the take-offs with Fisher's p against the null arm, the last window's
     largest truncated share, and the closed form's SGD and SNR ratios; the real-model bridge's
     within-group AUC, informative problems and push when given."""

@@ -1,4 +1,4 @@
-"""Summaries of the length-bias simulation (analysis.length_bias): drift per arm and awareness
+"""Summaries of the length-bias simulation (analysis.length_bias.tail): drift per arm and awareness
 with 90 % t intervals over seeds (analysis.seed_stats: none below 3 seeds, where the columns
 <q>_n, <q>_min and <q>_max give the seeds' count and values), ratios to GRPO, and the fit of the
 closed form (R^2, seed_stats.r_squared).

@@ -29,7 +29,7 @@ batch's gradient (analysis/aware_sim.push_moments, Monte Carlo through the train
 advantage and normalizer code), and `ratio_snr` is an arm's SNR over the reference arm's
 (analysis/aware_seeds.drift_table).
 
-Over seeds: analysis/aware_seeds.py; the summary lines: analysis/aware_summary.py.
+Over seeds: analysis/aware/seeds.py; the summary lines: analysis/aware/section.py.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def run_decomposition(
     """The length change of one run in tokens split into mix / within correct / within incorrect
     (analysis/decompose.decompose): the last window of `fraction` of the steps against `base`
     (the base policy's responses at step 0), or against the first window when None."""
-    from grpo_dial.analysis.decompose import decompose
+    from grpo_dial.analysis.training.decompose import decompose
 
     steps = np.sort(responses["step"].unique())
     n = max(1, int(round(len(steps) * fraction)))

@@ -1,0 +1,122 @@
+"""The own trainer in this process, for studies that train many small runs in one job: the aware
+sweep's cells (every seed of one arm at one level) and the one-step probe's batches. Reached
+through `grpo_dial.backends.in_process(arm)`, which refuses every other backend by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from grpo_dial.analysis.aware.probe import mode_moves
+from grpo_dial.analysis.aware.runs import step_table
+from grpo_dial.policy.masks import restrict, weight_masks
+
+
+def cell_config(train: Mapping, arm, pool: int, pool_seed: int, seed: int, device: str = "cpu"):
+    """The TrainConfig of one sweep run: the config's train keys without evaluation, identity
+    probe or progress bar, the pool, the seed and the arm's allocation."""
+    from dataclasses import replace
+
+    from grpo_dial.train.config import TrainConfig
+
+    config = TrainConfig(
+        **{**train, "identity_every": 0, "eval_every": 0, "progress": False},
+        train_pool=pool,
+        pool_seed=pool_seed,
+        seed=int(seed),
+        device=device,
+    )
+    return replace(config, allocation=arm.allocation)
+
+
+def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Sequence[int],
+               pool: int, pool_seed: int, device: str = "cpu", frozen: bool = False,
+               weights: str = "all") -> pd.DataFrame:  # fmt: skip
+    """Every seed of `arm` trained for train['steps'] steps from the base in this process, with
+    the trainer's own step (train.loop.run_step; no evaluation, probe or checkpoint): the
+    runs' step tables (analysis/aware.step_table) with the step's grad_norm and the seed.
+    frozen: the tail-frozen control, every step taken at learning rate 0 (aware_sweep's
+    docstring). weights: what the steps move (`weight_masks`: "all", or the mode markers'
+    embedding rows alone)."""
+    from grpo_dial.data.tasks import task_from_spec
+    from grpo_dial.policy.model import load_policy
+    from grpo_dial.train import loop
+    from grpo_dial.train import records as rec
+
+    if weights != "all" and float(train.get("weight_decay", 0.0)):
+        raise ValueError(
+            f"sweep weights {weights!r} with weight_decay {train['weight_decay']}: decay would "
+            "move the weights the run holds still; set train.weight_decay to 0"
+        )
+    task = task_from_spec(task_spec)
+    problems = task.problems("train", pool, pool_seed)
+    heldout = task.problems("heldout", 1, pool_seed)
+    out = []
+    for seed in seeds:
+        config = cell_config(train, arm, pool, pool_seed, int(seed), device)
+        model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
+        if weights != "all":
+            restrict(model, weight_masks(model, tokenizer, weights))
+        run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
+        if frozen:
+            for group in run.optimizer.param_groups:
+                group["lr"] = 0.0
+        for step in range(1, config.steps + 1):
+            loop.run_step(run, task, arm.dial, config, step)
+        frames = rec.to_frames(run.records, loop.table_columns())
+        steps = step_table(frames["responses"]).merge(
+            frames["steps"][["step", "grad_norm"]], on="step", how="left"
+        )
+        out.append(steps.assign(seed=int(seed)))
+    return pd.concat(out, ignore_index=True)
+
+
+def _flat_grad(params):
+    """Every parameter's .grad flattened in order (float64), or None when one is missing (the
+    trainer cleared a non-finite step's gradient)."""
+    import torch
+
+    if any(p.grad is None for p in params):
+        return None
+    return torch.cat([p.grad.reshape(-1) for p in params]).double()
+
+
+def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
+                  j_wrong, j_correct, also: Mapping | None = None) -> pd.DataFrame:  # fmt: skip
+    """One row per batch (batch, wrong, correct, contrast, grad_norm): `batches` steps of the
+    trainer (train.loop.run_step) at the base policy with SGD at learning rate 0 and no clipping,
+    each batch's gradient projected by `mode_moves` (module docstring); NaN for a non-finite
+    step. also: name -> (J_~, J_=) projected on the same gradients as columns wrong_<name>,
+    correct_<name>, contrast_<name> (with J restricted to the weights a masked SGD step moves,
+    J_masked . g = J . (mask g) is that step's move). Raises if the weights moved."""
+    from dataclasses import replace
+
+    import torch
+
+    from grpo_dial.train import loop
+
+    if batches < 1:
+        raise ValueError(f"batches must be >= 1, got {batches}")
+    config = replace(config, optimizer="sgd", grad_clip=None, weight_decay=0.0, kl_coef=0.0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    before = torch.cat([p.detach().reshape(-1) for p in params]).clone()
+    run = loop.new_run(model, tokenizer, None, problems, heldout, dial, config, None)
+    for group in run.optimizer.param_groups:
+        group["lr"] = 0.0  # SGD at lr 0: the step leaves every weight and .grad as they are
+    rows = []
+    for b in range(batches):
+        result = loop.run_step(run, task, dial, config, b + 1)
+        g = _flat_grad(params)
+        row = {"batch": b, "grad_norm": float(result.grad_norm)}
+        for name, (jw, jc) in {"": (j_wrong, j_correct), **(also or {})}.items():
+            w, c = mode_moves(g, jw, jc) if g is not None else (math.nan, math.nan)
+            sfx = f"_{name}" if name else ""
+            row |= {f"wrong{sfx}": w, f"correct{sfx}": c, f"contrast{sfx}": w - c}
+        rows.append(row)
+    after = torch.cat([p.detach().reshape(-1) for p in params])
+    if not torch.equal(before, after):
+        raise RuntimeError("probe_batches: the weights moved; the probe must stay at the base")
+    return pd.DataFrame(rows)
