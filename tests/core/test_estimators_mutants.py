@@ -62,7 +62,8 @@ def test_registration_refusals_and_what_a_registration_keeps():
     fields = {"toy_kept_on": Setting(False, "h", kind=bool)}
     with pytest.raises(
         ValueError,
-        match="^estimator kind 'x' is not valid; choose one of advantage, weights, ratio$",
+        match="^estimator kind 'x' is not valid; choose one of "
+        "baseline, scale, advantage, weights, ratio$",
     ):
         register_estimator("toy_kept", kind="x", fields=fields, active=bool)
     with pytest.raises(

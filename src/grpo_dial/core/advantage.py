@@ -7,9 +7,12 @@ mean_g = k/G and std sigma_g with ddof d (d=0: population, d=1: sample),
 
 alpha=1 is GRPO/DAPO, alpha=0 is Dr. GRPO (A_i = r_i - mean_g). A group whose rewards are all
 equal (sigma_g = 0, "silent"; every singleton group is one) gets A_i = 0 exactly, even for eps = 0.
-Two more fixes act on A (`advantages`): Stratified GRPO's A <- beta A^(s) + (1 - beta) A, A^(s)
-the same formula within the response's stratum of its group (arXiv 2510.06214), and HA-DW's
-A <- Phi A, Phi = s exp(-sgn(A)(p_hat_g - C)) for a difficulty anchor C (arXiv 2601.08521).
+That is the default of two slots, A_i = (r_i - b_i) / s_i: a registered estimator may own the
+baseline b (RLOO's leave-one-out, OPO's length-weighted, pass@k's, none) or the scale s (the
+batch's std), one owner per slot (core.registry). Then the transforms act on A in registration
+order (`advantages`), e.g. Stratified GRPO's A <- beta A^(s) + (1 - beta) A, A^(s) the same
+slots within the response's stratum of its group (arXiv 2510.06214), and HA-DW's A <- Phi A,
+Phi = s exp(-sgn(r - mean_g)(p_hat_g - C)) for a difficulty anchor C (arXiv 2601.08521).
 
 Per-token PPO loss with ratio rho = exp(logp - old_logp):
     l_it = -min(rho_it A_i, clip(rho_it, 1 - clip_low, 1 + clip_high) A_i),
@@ -52,8 +55,7 @@ from torch import Tensor
 
 from grpo_dial.core.checks import check_choice
 from grpo_dial.core.dial import Dial
-from grpo_dial.core.estimators import ESTIMATORS, active_estimators
-from grpo_dial.core.std_factor import std_factor
+from grpo_dial.core.estimators import DEFAULT_SLOTS, ESTIMATORS, active_estimators, slot_owner
 from grpo_dial.core.token_weights import (
     _check_mask,
     constant_weights,
@@ -120,11 +122,19 @@ def silent_mask(rewards: Tensor, group_ids: Tensor) -> Tensor:
     return silent_groups(stats)[stats.index]
 
 
-def _advantages(r: Tensor, stats: GroupStats, dial: Dial) -> Tensor:
-    # sigma + eps is 0 for silent groups at eps=0; group_stats makes their numerator exactly 0
-    # (mean is the common value), so dividing by 1 gives the documented A = 0, not 0/0.
-    scale = std_factor(stats.sigma, dial.eps, dial.std_power)  # (M,)
-    return (r - stats.mean[stats.index]) / scale[stats.index]  # (N,)
+def _slot(dial: Dial, slot: str, stats: GroupStats, context: dict) -> Tensor:
+    """(N,) the slot's value: its owner's function on what it needs, else the default."""
+    owner = slot_owner(dial, slot)
+    if owner is None:
+        return DEFAULT_SLOTS[slot](stats, dial)
+    return owner.function(stats, dial, **{key: context.get(key) for key in owner.needs})
+
+
+def _composed(stats: GroupStats, dial: Dial, context: dict) -> Tensor:
+    """(N,) (r_i - b_i) / s_i: the baseline slot's centred reward over the scale slot's s_i.
+    The default s is 1 where (sigma + eps)^alpha is 0 (a silent group at eps = 0), whose
+    centred reward group_stats makes exactly 0, so A = 0 there, not 0/0."""
+    return _slot(dial, "baseline", stats, context) / _slot(dial, "scale", stats, context)
 
 
 def advantages(
@@ -133,14 +143,16 @@ def advantages(
     dial: Dial,
     **context: Tensor | float | None,
 ) -> Tensor:
-    """(N,) the dial's advantage of every response; 0 in silent/singleton groups (and cells):
+    """(N,) the dial's advantage of every response, in this order:
 
-        A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power                       (group)
+        A_i = (r_i - b_i) / s_i                                               (the two slots)
 
-    then each registered advantage estimator the dial uses (core.estimators, in order): the
-    engines' (a lone response's reward, the leave-one-out / length-weighted / pass@k / no
-    baseline, the batch's std, GPG's B/M, the whitening over responses or tokens), then
-        A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the same within i's stratum    (dial.strata)
+    b_i the baseline slot's (default mean_g; the leave-one-out, length-weighted, pass@k or no
+    baseline), s_i the scale slot's (default (sigma_g + eps) ** std_power; the batch's std);
+    with the defaults A is 0 in silent and singleton groups. Then each registered 'advantage'
+    transform the dial uses (core.estimators, in registration order): GPG's B/M, the
+    whitening over responses or tokens, then
+        A_i <- beta A_i^(s) + (1 - beta) A_i, A^(s) the slots within i's stratum  (dial.strata)
         A_i <- Phi_i A_i, Phi_i = s exp(-sgn(r_i - mean_g)(p_hat_g - C_g))        (dial.anchor)
 
     context: what those estimators need (`Estimator.needs`): lengths, (N,) tokens of each
@@ -155,10 +167,10 @@ def advantages(
         )
     stats = group_stats(rewards, group_ids, dial.std_ddof)
     r = _float(rewards)  # (N,)
-    adv = _advantages(r, stats, dial)  # (N,)
+    adv = _composed(stats, dial, context)  # (N,)
 
-    def regroup(cell: Tensor) -> Tensor:  # the group formula over a finer grouping of the batch
-        return _advantages(r, group_stats(r, cell, dial.std_ddof), dial)
+    def regroup(cell: Tensor) -> Tensor:  # the dial's slots over a finer grouping of the batch
+        return _composed(group_stats(r, cell, dial.std_ddof), dial, context)
 
     for estimator in active_estimators(dial, "advantage"):  # registration order
         needs = {key: context.get(key) for key in estimator.needs}

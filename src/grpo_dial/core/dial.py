@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
-from grpo_dial.core.estimators import ESTIMATORS
+from grpo_dial.core.estimators import ADVANTAGE_KINDS, ESTIMATORS, slot_clash
 from grpo_dial.core.settings import Setting, check_settings, dataclass_settings, setting
 
 BACKENDS = ("own", "trl")  # the training engines (grpo_dial.train.backends)
@@ -131,6 +131,8 @@ class Dial:
         for est in ESTIMATORS.values():
             if est.check is not None and (why := est.check(self)) is not None:
                 raise ValueError(why)
+        if (why := slot_clash(self)) is not None:  # two owners of one baseline or scale slot
+            raise ValueError(why)
 
     def __getattr__(self, name: str) -> object:
         try:
@@ -167,13 +169,14 @@ def _dial_from_dict(values: dict) -> Dial:
 
 
 def group_estimator(dial: Dial) -> Dial:
-    """`dial` without its registered advantage estimators (each one's switch field back at its
-    default): the plain group advantage the std identity speaks about."""
+    """`dial` without its registered advantage estimators, slot owners included (each one's
+    switch field back at its default): the plain group advantage the std identity speaks
+    about."""
     settings = dial_settings()
     off = {
         est.switch: settings[est.switch].default
         for est in ESTIMATORS.values()
-        if est.kind == "advantage" and est.active(dial)
+        if est.kind in ADVANTAGE_KINDS and est.active(dial)
     }
     return dial.replace(**off)
 

@@ -1,11 +1,20 @@
 """The engines' advantage estimators (TRL, verl, OpenRLHF), each one registered entry
 (core.registry) that is one setting of the dial and reproduces an engine's own code
-(tests/engines): verl's lone response, the leave-one-out (RLOO), length-weighted (OPO), pass@k
-and no baseline (REINFORCE++), TRL's batch std, GPG's B/M and REINFORCE++'s whitening. They
-apply in this order, after the group formula and before Stratified GRPO and HA-DW
-(core.estimators imports this module first). Each function gets the group formula's A and the
-batch's core.advantage.GroupStats (stats.rewards: the rewards) and returns the new A; no torch
-at import."""
+(tests/engines), and the default baseline and scale slots:
+
+    A_i = (r_i - b_i) / s_i, then the transforms
+
+- baseline slot (what r_i is compared with; default b_i = mean_g, `group_centred`): the
+  leave-one-out (RLOO), length-weighted (OPO), pass@k and no baseline (REINFORCE++);
+- scale slot (what r_i - b_i is divided by; default (sigma_g + eps) ** std_power,
+  `group_scale`): TRL's batch std;
+- transforms, in this order and before Stratified GRPO and HA-DW (core.estimators imports this
+  module first): GPG's B/M and REINFORCE++'s whitening; GDPO is a recipe of the defaults and
+  the whitening.
+
+verl's lone response (singleton 'reward': a group of one has mean 0 and std 1) is a field of the
+default slots, which every baseline owner keeps for a group of one. Slot functions get the
+batch's core.advantage.GroupStats (stats.rewards: the rewards); no torch at import."""
 
 from __future__ import annotations
 
@@ -33,8 +42,20 @@ def group_scale(stats: Any, dial: Any):
     return std_factor(sigma, dial.eps, dial.std_power)  # (M,)
 
 
-def _scale(stats: Any, dial: Any):
-    """(N,) s_g of each response's group."""
+def group_centred(stats: Any, dial: Any):
+    """(N,) r_i - mean_g, the default baseline slot's centred reward; exactly 0 in a silent
+    group (mean_g is its common value); r_i in a group of one under dial.singleton 'reward'
+    (verl's lone response: mean 0)."""
+    import torch
+
+    centred = stats.rewards - stats.mean[stats.index]  # (N,)
+    if dial.singleton == "reward":
+        centred = torch.where(stats.size[stats.index] == 1, stats.rewards, centred)
+    return centred
+
+
+def group_scale_per_response(stats: Any, dial: Any):
+    """(N,) s_g of each response's group: the default scale slot (`group_scale`)."""
     return group_scale(stats, dial)[stats.index]
 
 
@@ -70,17 +91,16 @@ def _lengths(lengths: Any, adv: Any, dial: Any, what: str):
     why_not="TRL gives a group of one std 0 and advantage 0",
 )  # fmt: skip
 def singleton_reward(adv, stats, dial, regroup):
-    """verl's lone response: A_i = r_i / (1 + eps)^alpha in a group of one (mean 0, std 1)."""
-    import torch
-
-    alone = stats.size[stats.index] == 1  # (N,)
-    return torch.where(alone, stats.rewards / (1.0 + dial.eps) ** dial.std_power, adv)
+    """verl's lone response: A_i = r_i / (1 + eps)^alpha in a group of one (mean 0, std 1).
+    The default slots do the work (`group_centred`: b = 0, `group_scale`: sigma = 1 for a group
+    of one), so a baseline or scale owner composes with it; the advantage passes unchanged."""
+    return adv
 
 
 @register_estimator(
     "rloo",
     label="RLOO",
-    kind="advantage",
+    kind="baseline",
     fields={
         "baseline": Setting(
             "mean",
@@ -97,20 +117,22 @@ def singleton_reward(adv, stats, dial, regroup):
     why_not="TRL's GRPOTrainer baselines on the group mean only",
     preset={"baseline": "leave_one_out", "std_power": 0.0},
 )  # fmt: skip
-def leave_one_out(adv, stats, dial, regroup):
-    """RLOO (arXiv 2402.14740; verl 'rloo', OpenRLHF 'rloo'): A_i = (r_i - (k_g - r_i)/(G-1))
-    / s_g = G/(G-1) (r_i - mean_g) / s_g in a group of G >= 2; a group of one unchanged."""
+def leave_one_out(stats, dial):
+    """RLOO's baseline (arXiv 2402.14740; verl 'rloo', OpenRLHF 'rloo'): b_i = (k_g - r_i)/(G-1),
+    the mean of the other G-1, so r_i - b_i = G/(G-1) (r_i - mean_g) in a group of G >= 2; a
+    group of one keeps the default (`group_centred`)."""
     import torch
 
-    g = stats.size[stats.index].to(adv.dtype)  # (N,)
-    loo = g / (g - 1).clamp(min=1) * (stats.rewards - stats.mean[stats.index]) / _scale(stats, dial)
-    return torch.where(g > 1, loo, adv)
+    r = stats.rewards
+    g = stats.size[stats.index].to(r.dtype)  # (N,)
+    loo = g / (g - 1).clamp(min=1) * (r - stats.mean[stats.index])  # (N,)
+    return torch.where(g > 1, loo, group_centred(stats, dial))
 
 
 @register_estimator(
     "opo",
     label="OPO",
-    kind="advantage",
+    kind="baseline",
     fields={},
     switch="baseline",
     choices={"baseline": ("length_weighted",)},
@@ -119,25 +141,27 @@ def leave_one_out(adv, stats, dial, regroup):
     why_not="TRL's GRPOTrainer baselines on the group mean only",
     preset={"baseline": "length_weighted", "std_power": 0.0},
 )  # fmt: skip
-def length_weighted(adv, stats, dial, regroup, lengths=None):
+def length_weighted(stats, dial, lengths=None):
     """OPO's optimal baseline (arXiv 2505.23585; verl 'opo'): b_g = sum_j |o_j| r_j / sum_j
-    |o_j| over the group, A_i = (r_i - b_g) / s_g in a group of G >= 2 (b_g = mean_g where the
-    group has no token, or equal rewards); a group of one unchanged. lengths: (N,) |o_i|."""
+    |o_j| over the group, r_i - b_g in a group of G >= 2 (b_g = mean_g where the group has no
+    token, or equal rewards); a group of one keeps the default (`group_centred`).
+    lengths: (N,) |o_i|."""
     import torch
 
-    n = _lengths(lengths, adv, dial, "baseline='length_weighted'")  # (N,)
+    r = stats.rewards
+    n = _lengths(lengths, r, dial, "baseline='length_weighted'")  # (N,)
     m = stats.size.numel()
-    num = n.new_zeros(m).index_add_(0, stats.index, n * stats.rewards.double())  # (M,)
+    num = n.new_zeros(m).index_add_(0, stats.index, n * r.double())  # (M,)
     den = n.new_zeros(m).index_add_(0, stats.index, n)  # (M,)
     b = torch.where((den > 0) & (stats.sigma > 0), num / den.clamp(min=1e-300), stats.mean)
-    a = (stats.rewards - b[stats.index].to(adv.dtype)) / _scale(stats, dial)  # (N,)
-    return torch.where(stats.size[stats.index] > 1, a, adv)
+    centred = r - b[stats.index].to(r.dtype)  # (N,)
+    return torch.where(stats.size[stats.index] > 1, centred, group_centred(stats, dial))
 
 
 @register_estimator(
     "grpo_passk",
     label="pass@k advantage",
-    kind="advantage",
+    kind="baseline",
     fields={},
     switch="baseline",
     choices={"baseline": ("pass_at_k",)},
@@ -145,10 +169,11 @@ def length_weighted(adv, stats, dial, regroup, lengths=None):
     why_not="TRL's GRPOTrainer baselines on the group mean only",
     preset={"baseline": "pass_at_k", "std_ddof": 1},
 )  # fmt: skip
-def pass_at_k(adv, stats, dial, regroup):
+def pass_at_k(stats, dial):
     """verl's grpo_passk (arXiv 2503.19595): only a group's unique best response moves,
-    A_i = max(r_i - max_{j != i} r_j, 0) / s_g (r_max - r_second for it, 0 for the rest and
-    for a tie at the top), in a group of G >= 2; a group of one unchanged."""
+    b_i = min(r_i, max_{j != i} r_j), so r_i - b_i = max(r_i - max_{j != i} r_j, 0)
+    (r_max - r_second for it, 0 for the rest and for a tie at the top), in a group of G >= 2;
+    a group of one keeps the default (`group_centred`)."""
     import torch
 
     r, idx, m = stats.rewards, stats.index, stats.size.numel()
@@ -158,8 +183,8 @@ def pass_at_k(adv, stats, dial, regroup):
     rest = torch.where(at_top, -torch.inf, r)  # (N,)
     second = r.new_full((m,), -torch.inf).scatter_reduce(0, idx, rest, "amax")  # (M,)
     other = torch.where(at_top & (ties[idx] == 1), second[idx], top[idx])  # max_{j != i} r_j
-    gain = torch.where(stats.size[idx] > 1, (r - other).clamp(min=0), 0.0)  # (N,)
-    return torch.where(stats.size[idx] > 1, gain / _scale(stats, dial), adv)
+    gain = (r - other).clamp(min=0)  # (N,)
+    return torch.where(stats.size[idx] > 1, gain, group_centred(stats, dial))
 
 
 def _no_baseline_clash(dial: Any) -> str | None:
@@ -171,7 +196,7 @@ def _no_baseline_clash(dial: Any) -> str | None:
 @register_estimator(
     "reinforce_pp",
     label="REINFORCE++",
-    kind="advantage",
+    kind="baseline",
     fields={},
     switch="baseline",
     choices={"baseline": ("none",)},
@@ -180,16 +205,16 @@ def _no_baseline_clash(dial: Any) -> str | None:
     why_not="TRL's GRPOTrainer baselines on the group mean only",
     preset={"baseline": "none", "std_power": 0.0, "whiten": "token", "std_ddof": 1},
 )  # fmt: skip
-def no_baseline(adv, stats, dial, regroup):
+def no_baseline(stats, dial):
     """REINFORCE++ (arXiv 2501.03262; verl 'reinforce_plus_plus' at gamma 1, an outcome reward):
-    no baseline, A_i = r_i before the whitening (std_power 0)."""
-    return stats.rewards / _scale(stats, dial)
+    no baseline, b_i = 0, so A_i = r_i before the whitening (std_power 0)."""
+    return stats.rewards
 
 
 @register_estimator(
     "batch_std",
     label="batch std",
-    kind="advantage",
+    kind="scale",
     fields={
         "std_scope": Setting(
             "group",
@@ -204,16 +229,17 @@ def no_baseline(adv, stats, dial, regroup):
     backends=("own", "trl"),
     preset={"std_scope": "batch", "std_ddof": 1, "eps": 1e-4},
 )  # fmt: skip
-def batch_std(adv, stats, dial, regroup):
-    """TRL's scale_rewards='batch': A_i <- A_i s_g / s_B, s_B = (sigma_B + eps)^alpha, sigma_B
-    the std (ddof std_ddof) of all N rewards of the batch: A_i = (r_i - b_i) / s_B."""
+def batch_std(stats, dial):
+    """TRL's scale_rewards='batch': s_i = s_B = (sigma_B + eps)^alpha (1 where that is 0) for
+    every response, sigma_B the std (ddof std_ddof) of all N rewards of the batch, so
+    A_i = (r_i - b_i) / s_B."""
     import torch
 
     r = stats.rewards
     n = r.numel()
     sigma = r.std(correction=dial.std_ddof) if n > dial.std_ddof else r.new_zeros(())
     sigma = torch.where(torch.isfinite(sigma), sigma, 0.0)
-    return adv * _scale(stats, dial) / std_factor(sigma, dial.eps, dial.std_power)
+    return std_factor(sigma, dial.eps, dial.std_power).expand(n)  # (N,)
 
 
 @register_estimator(

@@ -2,11 +2,15 @@
 registered entry each (core.registry, the machinery: `register_estimator`, `ESTIMATORS`, ...;
 read it through this module, which registers them all). An entry owns everything the pipeline
 knows of its estimator (fields, check, needs, columns and log, backends, preset, label), so a new
-one touches one module. In registration order, which is the order their functions apply:
+one touches one module. The advantage is A_i = (r_i - b_i) / s_i, the baseline b and the scale s
+each from its slot's one active owner (or the group's default, `DEFAULT_SLOTS`), then the
+'advantage' transforms in registration order (core.registry states the contract). Registered,
+in this order:
 
-- the engines' advantage estimators (core.engine_estimators: verl's lone response, RLOO, OPO,
-  pass@k, REINFORCE++, TRL's batch std, GPG, the whitening) and loss settings
-  (core.engine_losses: GSPO's sequence ratio, LUSPO, token-sum, BNPO, verl's empty rows);
+- the engines' advantage estimators (core.engine_estimators: verl's lone response; the baseline
+  slot's RLOO, OPO, pass@k and REINFORCE++; the scale slot's TRL batch std; the transforms GPG
+  and the whitening) and loss settings (core.engine_losses: GSPO's sequence ratio, LUSPO,
+  token-sum, BNPO, verl's empty rows);
 - the essay's three fixes, here: lambda-GRPO's learnable length preference, Stratified GRPO
   and HA-DW's history-aware difficulty anchor.
 
@@ -23,23 +27,35 @@ from typing import Any
 from grpo_dial.core import engine_estimators, engine_losses
 from grpo_dial.core.difficulty_anchor import FORMS
 from grpo_dial.core.registry import (
+    ADVANTAGE_KINDS,
     ESTIMATORS,
     KINDS,
+    SLOTS,
     Estimator,
     active_estimators,
+    advantage_estimators,
     get_estimator,
     log_columns,
     logged_values,
     refusal,
     register_estimator,
+    slot_clash,
+    slot_owner,
     unregister_estimator,
 )
 from grpo_dial.core.settings import Setting
 
 ENGINES = (engine_estimators, engine_losses)  # registered before the three fixes below
+# what a slot with no active owner computes: the group mean and the group's std factor
+DEFAULT_SLOTS: Mapping[str, Callable] = {
+    "baseline": engine_estimators.group_centred,
+    "scale": engine_estimators.group_scale_per_response,
+}
 __all__ = [
-    "ESTIMATORS", "KINDS", "Estimator", "active_estimators", "get_estimator", "log_columns",
-    "logged_values", "refusal", "register_estimator", "unregister_estimator",
+    "ADVANTAGE_KINDS", "DEFAULT_SLOTS", "ESTIMATORS", "KINDS", "SLOTS", "Estimator",
+    "active_estimators", "advantage_estimators", "get_estimator", "log_columns",
+    "logged_values", "refusal", "register_estimator", "slot_clash", "slot_owner",
+    "unregister_estimator",
 ]  # fmt: skip
 
 
@@ -148,8 +164,9 @@ def _strata_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
     preset={"strata": "truncated", "strata_blend": 0.5},
 )  # fmt: skip
 def stratified(adv, stats, dial, regroup, strata=None):
-    """Stratified GRPO (arXiv 2510.06214): A <- beta A^(s) + (1 - beta) A, A^(s) the group
-    formula within the response's stratum of its group. strata: (N,) integer per response."""
+    """Stratified GRPO (arXiv 2510.06214): A <- beta A^(s) + (1 - beta) A, A^(s) = (r_i - b_i)
+    / s_i with the dial's own baseline and scale slots over the cells (group, stratum): the
+    response's stratum of its group is its group there. strata: (N,) integer per response."""
     import torch
 
     if strata is None or strata.shape != adv.shape or strata.is_floating_point():
@@ -231,8 +248,9 @@ def _anchor_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
 def hadw(adv, stats, dial, regroup, anchor=None):
     """HA-DW (arXiv 2601.08521): A <- Phi A, Phi = s exp(-sgn(r - mean_g)(p_hat_g - C_g));
     p_hat_g = mean_g, the group's accuracy. anchor: C, a float or (M,) per group (sorted ids).
-    The sign is the group advantage's of the raw rewards (the paper's, and the released code's
-    r_i - mean_g), not the incoming A's, which strata can flip."""
+    The sign is the mean-centred reward's (the paper's, and the released code's r_i - mean_g;
+    0 in silent groups and groups of one), not the incoming A's, which strata or a baseline
+    slot can flip."""
     import torch
 
     if anchor is None:
@@ -241,5 +259,5 @@ def hadw(adv, stats, dial, regroup, anchor=None):
     if c.ndim == 1 and c.shape != stats.mean.shape:
         raise ValueError(f"anchor must be a float or (M,) = {tuple(stats.mean.shape)}")
     c = c[stats.index] if c.ndim == 1 else c.expand_as(adv)  # (N,)
-    group_adv = regroup(stats.index)  # (N,) same sign as r - mean_g (0 in silent groups)
-    return adv * hadw_weights(group_adv, stats.mean[stats.index], c, dial.anchor_scale)
+    centred = stats.rewards - stats.mean[stats.index]  # (N,) exactly 0 in silent groups
+    return adv * hadw_weights(centred, stats.mean[stats.index], c, dial.anchor_scale)

@@ -10,14 +10,32 @@ the pipeline knows of its estimator, so a new one is one entry in one of those m
   `dials` block and the docs read them) and any value it adds to a core field (`choices`, e.g.
   lambda-GRPO's length_norm 'lambda'); `check` refuses a combination of fields in one line;
 - `active`: whether a dial uses it; `switch`: the field that switches it on (refusals name it);
-- its kind and function:
-    advantage: fn(adv, stats, dial, regroup, **needs) -> adv, applied in registration order
-               after A_i = (r_i - mean_g) / (sigma_g + eps) ** std_power; stats is the
-               batch's core.advantage.GroupStats (stats.rewards the rewards);
-               regroup(cell) is that same formula over any finer grouping (N,) of the batch.
+- its kind and function. The advantage of response i is composed in one stated order:
+
+      A_i = T_n( ... T_1( (r_i - b_i) / s_i ) ... )
+
+  b_i its baseline, s_i its scale (two slots, each with at most one owner per dial) and T_1..T_n
+  the dial's active 'advantage' transforms in registration order:
+    baseline:  fn(stats, dial, **needs) -> (N,) r_i - b_i, the reward less its baseline (the
+               slot returns the centred reward, so a baseline like RLOO's G/(G-1)(r_i - mean_g)
+               keeps its own rounding). Unowned: the group mean, b_i = mean_g
+               (core.engine_estimators.group_centred; a group of one under singleton 'reward':
+               b_i = 0). stats is the batch's core.advantage.GroupStats (stats.rewards the
+               rewards).
+    scale:     fn(stats, dial, **needs) -> (N,) s_i > 0, what the centred reward is divided by.
+               Unowned: s_i = (sigma_g + eps) ** std_power, 1 where that is 0
+               (core.engine_estimators.group_scale; sigma = 1 for a group of one under
+               singleton 'reward').
+    advantage: fn(adv, stats, dial, regroup, **needs) -> adv, a transform of the composed A;
+               regroup(cell) is (r_i - b_i) / s_i with this dial's own baseline and scale slots
+               over any finer grouping (N,) of the batch (a cell of one is a group of one).
     weights:   fn(dial) -> (mask, group_ids=None, lam=None) -> token weights (B, T).
     ratio:     fn(dial) -> (log_ratio (B, T), mask (B, T) | None) -> the log importance ratio
                (B, T) the clipped surrogate uses (GSPO's per-sequence one).
+  Two active entries of one slot are refused when the Dial is built (`slot_clash`, run by
+  core.dial.Dial's check, so a config arm fails at DAG build), by both names and the slot. An
+  entry owns a slot when its math is exactly that (the centred reward, or its divisor); a
+  factor on top of the scale (GPG's B/M) or a whole-batch map (whitening) is a transform.
 - `needs`: the per-batch inputs the trainer gathers for it (grpo_dial.train.estimator);
 - its steps-table columns and `log(dial, inputs, batch) -> {column: value}` (NaN for an arm
   that does not use it), so the training log and the estimators figure follow the registry;
@@ -40,7 +58,9 @@ from typing import Any
 from grpo_dial.core.arm_names import add_arm_name, arm_name
 from grpo_dial.core.settings import Setting
 
-KINDS = ("advantage", "weights", "ratio")
+SLOTS = ("baseline", "scale")  # each owned by at most one active entry of a dial
+KINDS = (*SLOTS, "advantage", "weights", "ratio")
+ADVANTAGE_KINDS = (*SLOTS, "advantage")  # the kinds that make the advantage, in their order
 
 
 @dataclass(frozen=True)
@@ -49,7 +69,7 @@ class Estimator:
 
     name: str
     label: str  # its display name: core.arm_names' entry
-    kind: str  # 'advantage', 'weights' or 'ratio'
+    kind: str  # one of KINDS: a slot ('baseline', 'scale'), 'advantage', 'weights', 'ratio'
     fields: Mapping[str, Setting]  # the Dial fields it owns
     active: Callable[[Any], bool]  # dial -> whether this dial uses it
     function: Callable
@@ -128,6 +148,35 @@ def get_estimator(name: str) -> Estimator:
 def active_estimators(dial: Any, kind: str | None = None) -> list[Estimator]:
     """The estimators `dial` uses, in registration order (the order their functions apply)."""
     return [e for e in ESTIMATORS.values() if (kind is None or e.kind == kind) and e.active(dial)]
+
+
+def advantage_estimators(dial: Any) -> list[Estimator]:
+    """The entries that make `dial`'s advantage, in the order they compose: its baseline
+    owner, its scale owner, then its 'advantage' transforms in registration order."""
+    return [e for kind in ADVANTAGE_KINDS for e in active_estimators(dial, kind)]
+
+
+def slot_owner(dial: Any, slot: str) -> Estimator | None:
+    """The active entry that owns `slot` ('baseline' or 'scale') for `dial`, None for the
+    default (the group mean, the group's std factor); a clash raises as in `slot_clash`."""
+    if slot not in SLOTS:
+        raise ValueError(f"slot {slot!r} is not valid; choose one of {', '.join(SLOTS)}")
+    if (why := slot_clash(dial, (slot,))) is not None:
+        raise ValueError(why)
+    owners = active_estimators(dial, slot)
+    return owners[0] if owners else None
+
+
+def slot_clash(dial: Any, slots: tuple[str, ...] = SLOTS) -> str | None:
+    """Why `dial` is refused: two of its active entries claim one slot (named both), else None."""
+    for slot in slots:
+        owners = active_estimators(dial, slot)
+        if len(owners) > 1:
+            return (
+                f"estimators {owners[0].name!r} and {owners[1].name!r} both claim the {slot} "
+                f"slot; a dial has one {slot}"
+            )
+    return None
 
 
 def log_columns() -> tuple[str, ...]:

@@ -51,7 +51,7 @@ from torch import Tensor
 from grpo_dial.core.advantage import group_stats, group_update
 from grpo_dial.core.bands import PASS_RATE_BANDS, UNRATED, pass_rate_band
 from grpo_dial.core.dial import Dial
-from grpo_dial.core.estimators import active_estimators, log_columns, logged_values
+from grpo_dial.core.estimators import advantage_estimators, log_columns, logged_values
 
 if TYPE_CHECKING:
     from grpo_dial.train.batch import Batch, UpdateResult
@@ -298,7 +298,7 @@ def record_step(
     if trained.any():
         # the arm's own advantages where a registered estimator reweights them; else the
         # closed path in float64 (the step's adv is in the rewards' dtype)
-        reweighted = bool(active_estimators(dial, "advantage"))
+        reweighted = bool(advantage_estimators(dial))
         own = adv[trained] if reweighted else None
         ids, m = group_mass(batch.rewards[trained], gid[trained], dial, own)  # (M,), (M,)
         prompt_of = dict(zip(gid.tolist(), (p.prompt_id for p in ro.problems), strict=True))

@@ -31,7 +31,7 @@ from torch.func import vmap
 
 from grpo_dial.core.advantage import advantages, keep_mask, make_aggregator
 from grpo_dial.core.dial import Dial
-from grpo_dial.core.registry import active_estimators
+from grpo_dial.core.registry import advantage_estimators
 from grpo_dial.core.token_weights import lambda_factors, unified_weights, weighted_sum
 
 
@@ -71,7 +71,7 @@ def batch_advantages(
     """(N,) advantages.advantages with the responses' lengths where the dial needs them (OPO,
     whitening over tokens); an estimator with batch statistics (the batch std, GPG's B/M, the
     whitening) takes them over each batch of `rows` responses, as a trainer's step does."""
-    needs = {n for e in active_estimators(dial, "advantage") for n in e.needs}
+    needs = {n for e in advantage_estimators(dial) for n in e.needs}
     context = {"lengths": lengths} if "lengths" in needs else {}
     batched = dial.whiten != "none" or dial.std_scope == "batch" or dial.gpg_scale != "none"
     if not batched:
