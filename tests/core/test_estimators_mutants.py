@@ -56,7 +56,7 @@ def test_logged_values_of_a_step_by_hand():
 
 
 def test_registration_refusals_and_what_a_registration_keeps():
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.core.estimators import ESTIMATORS
 
     fields = {"toy_kept_on": Setting(False, "h", kind=bool)}
@@ -81,8 +81,7 @@ def test_registration_refusals_and_what_a_registration_keeps():
     )(lambda dial: None)  # fmt: skip
     try:
         est = ESTIMATORS["toy_kept"]
-        assert est.label == "Toy kept" and ARM_NAMES["toy_kept"] == "Toy kept"
+        assert est.label == "Toy kept" and display_names()["toy_kept"] == "Toy kept"
         assert est.log is log and est.preset == {"toy_kept_on": True}
     finally:
         unregister_estimator("toy_kept")
-        ARM_NAMES.pop("toy_kept", None)

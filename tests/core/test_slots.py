@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from grpo_dial.core.advantage import advantages
-from grpo_dial.core.arm_names import ARM_NAMES
 from grpo_dial.core.dial import Dial, group_estimator, read_arm
 from grpo_dial.core.estimators import (
     advantage_estimators,
@@ -42,7 +41,6 @@ def toy_mad():
     )(_mad_scale)
     yield
     unregister_estimator("toy_mad")
-    ARM_NAMES.pop("toy_mad", None)
 
 
 @pytest.fixture
@@ -63,7 +61,6 @@ def toy_range(toy_mad):
     )(spread)
     yield
     unregister_estimator("toy_range")
-    ARM_NAMES.pop("toy_range", None)
 
 
 @pytest.fixture
@@ -77,7 +74,6 @@ def toy_shift(toy_mad):
     )(lambda adv, stats, dial, regroup: adv + 1.0)
     yield
     unregister_estimator("toy_shift")
-    ARM_NAMES.pop("toy_shift", None)
 
 
 # group 7: one right of four; group 3: silent (all 1); group 5: a singleton; rows interleaved

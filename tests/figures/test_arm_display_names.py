@@ -1,6 +1,7 @@
-"""The arms' display names come from one table, grpo_dial.core.arm_names: the figure stages pass
-it to every figure that names arms (names=, no state in grpo_dial.figures), the summary reads it,
-the palette is keyed by the same arm keys, and no other module spells an arm's name."""
+"""The arms' display names come from one source, grpo_dial.core.arm_names.display_names (the
+registry's labels and the table of the other arms): the stages pass it to every figure that names
+arms (names=, no state in grpo_dial.figures), the summary reads it, the palette is keyed by the
+same arm keys, and no other module spells an arm's name."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from grpo_dial.analysis.arms import SIMULATION_DEFAULT
 from grpo_dial.analysis.simulate.controlled import SimulationConfig, simulate
 from grpo_dial.analysis.simulate.summary import summarize
 from grpo_dial.analysis.summary.training import RUNS, rl_runs
-from grpo_dial.core.arm_names import ARM_NAMES
+from grpo_dial.core.arm_names import display_names
 from grpo_dial.stages.registry import stage_for
 from grpo_dial.tables import write_table
 
@@ -74,13 +75,16 @@ def test_every_figure_stage_passes_the_one_table_to_every_figure_that_names_arms
         for target, call in _figure_calls(path):
             if target in named:
                 passed = {k.arg: k.value for k in call.keywords}
-                ok = isinstance(passed.get("names"), ast.Name) and passed["names"].id == "ARM_NAMES"
+                value = passed.get("names")
+                ok = (  # names=display_names(), or a local `names` bound to it
+                    isinstance(value, ast.Call) and getattr(value.func, "id", "") == "display_names"
+                ) or (isinstance(value, ast.Name) and value.id == "names")
                 called[target] = called.get(target, True) and ok
-    assert called == dict.fromkeys(named, True)  # each drawn by a stage, always with ARM_NAMES
+    assert called == dict.fromkeys(named, True)  # each drawn by a stage, always with the names
 
 
 def test_a_figure_stage_draws_the_names_of_the_one_table(tmp_path, monkeypatch):
-    """rule simulation_figure end to end from its tables on disk: the legend reads ARM_NAMES,
+    """rule simulation_figure end to end from its tables on disk: the legend reads display_names(),
     whatever was drawn before (the stage lookup sets nothing)."""
     steps, prompts = simulate(np.random.default_rng(0).beta(0.7, 0.9, 300),
                               SimulationConfig(n_prompts=40, steps=2))  # fmt: skip
@@ -92,7 +96,7 @@ def test_a_figure_stage_draws_the_names_of_the_one_table(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "save", lambda fig, *paths: drawn.append(fig))
     stage_for("simulation_figure")(inputs, {"figure_png": str(tmp_path / "f.png")}, {})
     legend = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
-    assert legend == [ARM_NAMES[arm] for arm in SIMULATION_DEFAULT]
+    assert legend == [display_names()[arm] for arm in SIMULATION_DEFAULT]
     plt.close(drawn[0])
 
 
@@ -104,7 +108,7 @@ def test_label_and_palette_read_the_table_they_are_given():
 
 
 def test_the_palette_is_keyed_by_arm_keys():
-    assert set(figures.COLORS) <= set(ARM_NAMES)
+    assert set(figures.COLORS) <= set(display_names())
     assert figures.palette(["grpo", "no_such_arm"], {"grpo": "G-label"}) == {
         "G-label": figures.COLORS["grpo"], "no_such_arm": "grey"
     }  # fmt: skip
@@ -121,21 +125,22 @@ def test_the_summary_names_arms_from_the_table():
     runs = pd.DataFrame([{"dial": d, **row} for d in ("grpo", "nostd_sequence")])
     text = "\n".join(rl_runs({RUNS: runs}))
     for dial in ("grpo", "nostd_sequence"):
-        assert f"| {ARM_NAMES[dial]} | 1 |" in text and f"| {ARM_NAMES[dial]} | 0 |" in text
+        name = display_names()[dial]
+        assert f"| {name} | 1 |" in text and f"| {name} | 0 |" in text
 
 
 def _name_tables(path: Path) -> list[int]:
     """Lines of dict literals mapping two or more arm keys to strings other than colours, every
     string value short (a display name is at most 40 characters; a table holding sentences, such
     as core/estimator_mass's relations to Dr. GRPO, is not a table of names)."""
-    found = []
+    found, arms = [], display_names()
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Dict):
             continue
         pairs = [(k.value, v.value) for k, v in zip(node.keys, node.values, strict=True)
                  if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)]  # fmt: skip
         names = [k for k, v in pairs
-                 if k in ARM_NAMES and isinstance(v, str) and not v.startswith("#")]  # fmt: skip
+                 if k in arms and isinstance(v, str) and not v.startswith("#")]  # fmt: skip
         if len(names) >= 2 and all(len(v) <= 40 for _, v in pairs if isinstance(v, str)):
             found.append(node.lineno)
     return found

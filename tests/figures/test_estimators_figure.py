@@ -7,7 +7,6 @@ import math
 import matplotlib
 import numpy as np
 import pandas as pd
-import pytest
 
 matplotlib.use("Agg")
 
@@ -34,25 +33,33 @@ def _steps(dials: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_panels_are_the_quantities_some_run_has():
+PANELS = {"lambda": "lambda-GRPO (learnable)", "anchor": "HA-DW, Eq. 10 anchor",
+          "strata_split_groups": "Stratified GRPO"}  # column -> title, as column_labels gives
+
+
+def test_panels_are_the_columns_some_run_has_in_the_given_order():
     plain = _steps({"grpo": {}})
-    assert estimator_panels(plain) == []
-    with pytest.raises(ValueError, match="no run"):
-        estimator_state_figure(plain)
+    assert estimator_panels(plain, PANELS) == []
+    fig = estimator_state_figure(plain, PANELS)  # no column logged: said, not raised
+    assert "none of lambda, anchor, strata_split_groups was logged" in fig._suptitle.get_text()
     mixed = _steps(
         {"grpo": {}, "lam": {"lambda": lambda s: 0.01 * s}, "ha": {"anchor": lambda s: 0.3}}
     )
-    assert estimator_panels(mixed) == ["lambda", "anchor"]
+    assert estimator_panels(mixed, PANELS) == ["lambda", "anchor"]
     every = _steps({"st": {"split": lambda s: 8.0}, "lam": {"lambda": lambda s: -0.1}})
-    assert estimator_panels(every) == ["lambda", "split_share"]
+    assert estimator_panels(every, PANELS) == ["lambda", "strata_split_groups"]
+    assert estimator_panels(every, {"strata_split_groups": "S", "lambda": "L"}) == [
+        "strata_split_groups", "lambda"
+    ]  # fmt: skip
+    assert estimator_panels(every, {"not_logged": "X"}) == []
 
 
-def test_figure_states_the_last_values_of_the_table():
+def test_figure_states_the_last_values_of_the_table_under_display_names():
     steps = _steps({"lam": {"lambda": lambda s: 0.05 * s}, "st": {"split": lambda s: 8.0}})
-    fig = estimator_state_figure(steps)
-    assert len(fig.axes) == 2
+    fig = estimator_state_figure(steps, PANELS, names={"lam": "Lambda arm"})
+    assert [ax.get_title() for ax in fig.axes] == ["lambda-GRPO (learnable)", "Stratified GRPO"]
     title = fig._suptitle.get_text()
     last = steps[(steps["dial"] == "lam") & (steps["step"] > 18)]["lambda"].mean()
-    assert f"lam lambda {last:.2f}" in title  # 0.05 * 19 and 20: 0.97 (never the smoothed curve)
-    assert "st split share 0.50" in title  # 8 of 16 trained groups split
+    assert f"Lambda arm lambda {last:.2f}" in title  # 0.05 * 19 and 20 (never the smoothed curve)
+    assert "st strata split groups 8.00" in title  # no name given: the key
     assert np.isclose(last, 0.975)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from grpo_dial.core.arm_names import ARM_NAMES
+from grpo_dial.core.arm_names import display_names
 from grpo_dial.figures.length_bias import length_bias_figure, length_pressure_figure, pressure_title
 from grpo_dial.figures.length_bias import title as bias_title
 
@@ -114,7 +114,7 @@ def test_length_bias_figure_draws_an_arm_without_a_closed_form():
     )
     summary2 = pd.concat([summary, extra], ignore_index=True)
     curve = pd.concat([curve, curve[curve["arm"] == "grpo"].assign(**lam)], ignore_index=True)
-    fig = length_bias_figure(steps, summary2, fit, curve, names=ARM_NAMES)
-    assert fig._suptitle.get_text() == bias_title(summary, fit, names=ARM_NAMES)
+    fig = length_bias_figure(steps, summary2, fit, curve, names=display_names())
+    assert fig._suptitle.get_text() == bias_title(summary, fit, names=display_names())
     labels = [t.get_text() for t in fig.axes[3].get_xticklabels()]
-    assert ARM_NAMES["lambda_pos"] in labels
+    assert display_names()["lambda_pos"] in labels

@@ -10,7 +10,7 @@ import pandas as pd
 import yaml
 from matplotlib import pyplot as plt
 
-from grpo_dial.core.arm_names import ARM_NAMES
+from grpo_dial.core.arm_names import display_names
 from grpo_dial.figures import training
 
 
@@ -78,14 +78,15 @@ def _full_config_terms():
 
 def test_decomposition_labels_stay_readable_with_every_arm_of_the_full_config():
     terms, dials, seeds = _full_config_terms()
-    fig = training.decomposition_figure(terms, names=ARM_NAMES)
+    fig = training.decomposition_figure(terms, names=display_names())
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(labels) == len(dials) * len(seeds) == len(set(labels))  # one label per run
     assert labels[0] == "GRPO, seed 0" and labels[1] == f"GRPO, seed {seeds[1]}"
     for dial in dials:  # every arm of the full config has a name in the docs' words
-        assert dial in ARM_NAMES, dial
-        assert sum(label.startswith(ARM_NAMES[dial] + ", seed") for label in labels) >= len(seeds)
+        assert dial in display_names(), dial
+        shown = display_names()[dial]
+        assert sum(label.startswith(shown + ", seed") for label in labels) >= len(seeds)
     fig.canvas.draw()  # laid out as drawn: no label overlaps the next or leaves the figure
     boxes = [t.get_window_extent() for t in ax.get_yticklabels()]
     for upper, lower in zip(boxes, boxes[1:], strict=False):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from grpo_dial import figures
-from grpo_dial.core.arm_names import ARM_NAMES
+from grpo_dial.core.arm_names import display_names
 from grpo_dial.core.dial import read_arm
 from grpo_dial.data.tasks import get_task
 from grpo_dial.policy.model import PolicySpec, build_char_tokenizer, build_tiny_llama, save_policy
@@ -91,7 +91,7 @@ def test_samples_then_summary_then_figures(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(figures, "save", lambda fig, *paths: (drawn.append(fig), save(fig, *paths)))
     channel.channel_figures(out, figs, {"reference": "grpo"})
     assert all(Path(p).stat().st_size > 0 for p in figs.values())
-    shown = [ARM_NAMES["grpo"], ARM_NAMES["dr_grpo"]]  # the stage passes the one table
+    shown = [display_names()["grpo"], display_names()["dr_grpo"]]  # the stage passes the one table
     assert [t.get_text() for t in drawn[0].axes[3].get_xticklabels()] == ["base", *shown]
     assert [t.get_text() for t in drawn[1].axes[0].get_xticklabels()] == [*shown, "predicted"]
 

@@ -16,7 +16,7 @@ from _rl_fixtures import FakeTask, one_thread  # noqa: F401
 
 from grpo_dial.backends.trl.config import backend_error
 from grpo_dial.core.advantage import advantages
-from grpo_dial.core.arm_names import ARM_NAMES, arm_name
+from grpo_dial.core.arm_names import arm_name, display_names
 from grpo_dial.core.dial import Dial, dial_settings, read_arm
 from grpo_dial.core.estimators import ESTIMATORS, register_estimator, unregister_estimator
 from grpo_dial.core.settings import Setting
@@ -59,7 +59,6 @@ def toy():
 
     yield ESTIMATORS["toy_cap"]
     unregister_estimator("toy_cap")
-    ARM_NAMES.pop("toy_cap", None)
 
 
 def _config(spec: dict, backend: str = "own") -> dict:
@@ -119,8 +118,8 @@ def test_the_trl_backend_refuses_the_toy_by_name(toy):
 def test_the_toy_has_a_label_and_a_logged_column_in_a_real_run(toy, base_dir, tmp_path):
     assert arm_name("toy_cap") == "Toy cap" == toy.label
     runs = pd.DataFrame({"dial": ["toy_cap", "grpo"], "seed": [3, 0]})  # a figure's labels: the
-    # figure stages pass ARM_NAMES, which holds the registered label
-    assert decomposition_labels(runs, names=ARM_NAMES) == ["Toy cap, seed 3", "GRPO, seed 0"]
+    # the stages pass display_names(), which holds the registered label
+    assert decomposition_labels(runs, names=display_names()) == ["Toy cap, seed 3", "GRPO, seed 0"]
     assert table_columns()["steps"][-1] == "toy_responses"
     config = TrainConfig(
         steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8, train_pool=20,

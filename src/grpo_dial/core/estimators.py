@@ -34,6 +34,7 @@ from grpo_dial.core.registry import (
     Estimator,
     active_estimators,
     advantage_estimators,
+    column_labels,
     get_estimator,
     log_columns,
     logged_values,
@@ -53,7 +54,7 @@ DEFAULT_SLOTS: Mapping[str, Callable] = {
 }
 __all__ = [
     "ADVANTAGE_KINDS", "DEFAULT_SLOTS", "ESTIMATORS", "KINDS", "SLOTS", "Estimator",
-    "active_estimators", "advantage_estimators", "get_estimator", "log_columns",
+    "active_estimators", "advantage_estimators", "column_labels", "get_estimator", "log_columns",
     "logged_values", "refusal", "register_estimator", "slot_clash", "slot_owner",
     "unregister_estimator",
 ]  # fmt: skip
@@ -70,6 +71,7 @@ def _lambda_clash(dial: Any) -> str | None:
 
 @register_estimator(
     "lambda_grpo",
+    label="lambda-GRPO (learnable)",
     kind="weights",
     fields={
         "lambda_value": Setting(
@@ -137,6 +139,7 @@ def _strata_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
 
 @register_estimator(
     "stratified_grpo",
+    label="Stratified GRPO",
     kind="advantage",
     fields={
         "strata": Setting(
@@ -199,6 +202,7 @@ def _anchor_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
 
 @register_estimator(
     "hadw_grpo",
+    label="HA-DW, Eq. 10 anchor",
     kind="advantage",
     fields={
         "anchor": Setting(

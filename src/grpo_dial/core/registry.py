@@ -40,8 +40,8 @@ the pipeline knows of its estimator, so a new one is one entry in one of those m
 - its steps-table columns and `log(dial, inputs, batch) -> {column: value}` (NaN for an arm
   that does not use it), so the training log and the estimators figure follow the registry;
 - `backends`: the training engines that express it; any other refuses it by name (`why_not`);
-- `preset`: the Dial fields of the recipe named `name`; `label`: its display name
-  (core.arm_names, read by the summary and the figure stages).
+- `preset`: the Dial fields of the recipe named `name`; `label`: its display name (every
+  figure and summary reads it through core.arm_names.display_names).
 
 No torch at import (the entries import it inside their functions), so the DAG build and the
 dial's checks read the registry without it. Read it through core.estimators, which registers
@@ -55,7 +55,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_dial.core.arm_names import add_arm_name, arm_name
 from grpo_dial.core.settings import Setting
 
 SLOTS = ("baseline", "scale")  # each owned by at most one active entry of a dial
@@ -68,7 +67,7 @@ class Estimator:
     """One registered estimator: its function and what the rest of the pipeline reads of it."""
 
     name: str
-    label: str  # its display name: core.arm_names' entry
+    label: str  # its display name in every figure and summary (core.arm_names.display_names)
     kind: str  # one of KINDS: a slot ('baseline', 'scale'), 'advantage', 'weights', 'ratio'
     fields: Mapping[str, Setting]  # the Dial fields it owns
     active: Callable[[Any], bool]  # dial -> whether this dial uses it
@@ -105,7 +104,7 @@ def register_estimator(
     preset: Mapping[str, object] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator: register `function` as estimator `name` (a name or field registered twice
-    raises); `label`, its display name, goes to core.arm_names (None: the name that table has);
+    raises); `label`: its display name (None: its name);
     `switch` defaults to its first field."""
     if kind not in KINDS:
         raise ValueError(f"estimator kind {kind!r} is not valid; choose one of {', '.join(KINDS)}")
@@ -118,10 +117,8 @@ def register_estimator(
         owned = {f: e.name for e in ESTIMATORS.values() for f in e.fields}
         if clash := [f for f in fields if f in owned]:
             raise ValueError(f"dial field {clash[0]!r} is already owned by {owned[clash[0]]!r}")
-        if label is not None:
-            add_arm_name(name, label)
         ESTIMATORS[name] = Estimator(
-            name=name, label=arm_name(name), kind=kind, fields=dict(fields), active=active,
+            name=name, label=label or name, kind=kind, fields=dict(fields), active=active,
             function=function, switch=switch or next(iter(fields)), choices=dict(choices or {}),
             check=check, needs=tuple(needs), columns=tuple(columns), log=log,
             backends=tuple(backends), why_not=why_not,
@@ -182,6 +179,12 @@ def slot_clash(dial: Any, slots: tuple[str, ...] = SLOTS) -> str | None:
 def log_columns() -> tuple[str, ...]:
     """Every registered estimator's steps-table columns, in registration order."""
     return tuple(c for e in ESTIMATORS.values() for c in e.columns)
+
+
+def column_labels() -> dict[str, str]:
+    """Every `log_columns` column -> the label of the estimator that logs it (the estimators
+    figure's panel titles and the summary's quantities)."""
+    return {c: e.label for e in ESTIMATORS.values() for c in e.columns}
 
 
 def logged_values(dial: Any, inputs: Mapping[str, object], batch: Any) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 Every public function takes DataFrames and returns a matplotlib Figure whose suptitle states
 the finding in one sentence, computed from the table it draws. A figure that names arms takes
-`names` (arm key -> display name; the figure stages pass grpo_dial.core.arm_names.ARM_NAMES) and
+`names` (arm key -> display name; the stages pass grpo_dial.core.arm_names.display_names()) and
 shows an arm missing from it, or every arm when no table is passed, by its key: the package holds
 no state.
 """

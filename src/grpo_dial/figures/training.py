@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import label, theme
+from grpo_dial.figures import label, palette, theme
 from grpo_dial.figures.smoothing import smooth_runs
 
 TERM_LABELS = {
@@ -25,11 +25,18 @@ TERM_COLORS = {"mix": "#7f7f7f", "within_correct": "#4f8f3a", "within_incorrect"
 SMOOTH = 9  # steps in the rolling mean of per-step curves
 
 
-def length_curves_figure(curves: pd.DataFrame) -> plt.Figure:
-    """Mean response length of correct and incorrect responses over training, one panel per dial;
-    the band is the spread over seeds."""
+def _shown(table: pd.DataFrame, names: Mapping[str, str] | None) -> pd.DataFrame:
+    """`table` with its `dial` column as display names (`label(dial, names)`)."""
+    return table.assign(dial=table["dial"].map(lambda d: label(d, names)))
+
+
+def length_curves_figure(
+    curves: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> plt.Figure:
+    """Mean response length of correct and incorrect responses over training, one panel per dial
+    (titled `label(dial, names)`); the band is the spread over seeds."""
     theme()
-    data = curves[curves["band"] == "all"]
+    data = _shown(curves[curves["band"] == "all"], names)
     data = smooth_runs(data, ["mean_len_correct", "mean_len_incorrect"], SMOOTH)
     long = data.melt(
         id_vars=["dial", "seed", "step"],
@@ -123,16 +130,20 @@ def decomposition_figure(
     return fig
 
 
-def accuracy_length_figure(steps: pd.DataFrame) -> plt.Figure:
-    """Training accuracy against mean response length, a trajectory per run (smoothed)."""
+def accuracy_length_figure(
+    steps: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> plt.Figure:
+    """Training accuracy against mean response length, a trajectory per run (smoothed); dials
+    shown by `label(dial, names)`."""
     theme()
-    data = smooth_runs(steps, ["accuracy", "mean_len"], SMOOTH)
+    colors = palette(steps["dial"].unique(), names)
+    data = _shown(smooth_runs(steps, ["accuracy", "mean_len"], SMOOTH), names)
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     sns.lineplot(data=data, x="mean_len", y="accuracy", hue="dial", units="seed",
-                 estimator=None, sort=False, ax=ax, lw=1.4)  # fmt: skip
+                 estimator=None, sort=False, ax=ax, lw=1.4, palette=colors)  # fmt: skip
     ends = data.sort_values("step").groupby(["dial", "seed"]).tail(1)
     sns.scatterplot(data=ends, x="mean_len", y="accuracy", hue="dial", ax=ax, legend=False,
-                    marker="o", s=40)  # fmt: skip
+                    marker="o", s=40, palette=colors)  # fmt: skip
     ax.set(xlabel="mean response length (characters)", ylabel="training accuracy (sampled)")
     ax.legend(title=None, frameon=False, fontsize=8)
     corr = np.corrcoef(data["mean_len"], data["accuracy"])[0, 1]
@@ -141,13 +152,14 @@ def accuracy_length_figure(steps: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def silent_figure(steps: pd.DataFrame) -> plt.Figure:
+def silent_figure(steps: pd.DataFrame, *, names: Mapping[str, str] | None = None) -> plt.Figure:
     """Silent fraction over training, split into all-correct and all-wrong groups, against the
-    closed form E[p^G + (1-p)^G] from the base policy's pass rates of the same step's prompts."""
+    closed form E[p^G + (1-p)^G] from the base policy's pass rates of the same step's prompts;
+    one panel per dial, titled `label(dial, names)`."""
     theme()
-    data = smooth_runs(
+    data = _shown(smooth_runs(
         steps, ["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"], SMOOTH
-    )
+    ), names)  # fmt: skip
     long = data.melt(
         id_vars=["dial", "seed", "step"],
         value_vars=["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"],
@@ -175,10 +187,15 @@ def silent_figure(steps: pd.DataFrame) -> plt.Figure:
     return grid.figure
 
 
-def identity_figure(identity: pd.DataFrame) -> plt.Figure:
+def identity_figure(
+    identity: pd.DataFrame, *, names: Mapping[str, str] | None = None
+) -> plt.Figure:
     """The identity measured on the real model: sequence-level relative residual, and how far the
-    dial's token-level aggregation moves the update (cosine to the sequence-level update)."""
+    dial's token-level aggregation moves the update (cosine to the sequence-level update); dials
+    shown by `label(dial, names)`."""
     theme()
+    if not identity.empty:
+        identity = _shown(identity, names)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
     if identity.empty:  # every probed batch was silent: say so instead of drawing nothing
         for ax in axes:

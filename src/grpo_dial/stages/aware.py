@@ -140,16 +140,16 @@ def aware_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 
 def aware_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import aware_figure as draw
     from grpo_dial.figures.aware import decomposition_figure
 
     steps, drift = read_table(input["steps"]), read_table(input["drift"])
-    fig = draw(steps, drift, read_table(input["base"]), params["reference"], names=ARM_NAMES,
+    fig = draw(steps, drift, read_table(input["base"]), params["reference"], names=display_names(),
                runs=read_table(input["runs"]))  # fmt: skip
     save(fig, output["png"], output["pdf"])
-    fig = decomposition_figure(read_table(input["decomposition"]), names=ARM_NAMES)
+    fig = decomposition_figure(read_table(input["decomposition"]), names=display_names())
     save(fig, output["decomposition_png"])
 
 
@@ -328,10 +328,10 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def aware_dose_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.analysis.aware.grid import FROZEN
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save
     from grpo_dial.figures.aware import dose_figure
 
-    fig = dose_figure(read_table(input["dose"]), read_table(input["fit"]), names=ARM_NAMES,
+    fig = dose_figure(read_table(input["dose"]), read_table(input["fit"]), names=display_names(),
                       control=FROZEN)  # fmt: skip
     save(fig, output["png"], output["pdf"])

@@ -110,17 +110,17 @@ def channel_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def channel_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The channel figure and the per-arm-pair drift figure, from channel_summary's tables."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save
     from grpo_dial.figures.channel import channel_figure, length_drift_runs_figure
 
     tables = read_table(input["channel"]), read_table(input["awareness"])
-    fig = channel_figure(*tables, names=ARM_NAMES)
+    fig = channel_figure(*tables, names=display_names())
     save(fig, output["channel_png"], output.get("channel_pdf"))
     fig = length_drift_runs_figure(
         read_table(input["drift"]),
         read_table(input["runs"]),
         reference=params["reference"],
-        names=ARM_NAMES,
+        names=display_names(),
     )
     save(fig, output["drift_png"], output.get("drift_pdf"))

@@ -54,7 +54,7 @@ def difficulty_analysis(input: Mapping, output: Mapping, params: Mapping) -> Non
 
 def difficulty_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Histogram, mass shares and silent fractions of one pass-rate table."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save_outputs
     from grpo_dial.figures.difficulty import difficulty_figure as draw
 
@@ -62,6 +62,6 @@ def difficulty_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
         read_table(input["histogram"]),
         read_table(input["mass_shares"]),
         read_table(input["silent_fractions"]),
-        names=ARM_NAMES,
+        names=display_names(),
     )
     save_outputs(fig, output, "figure")

@@ -37,12 +37,12 @@ def length_bias(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def length_bias_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Tails over steps, measured against predicted drift, drift against awareness, ratios."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save
     from grpo_dial.figures.length_bias import length_bias_figure as draw
 
     tables = (read_table(input[k]) for k in ("steps", "summary", "fit", "curve"))
-    fig = draw(*tables, names=ARM_NAMES)
+    fig = draw(*tables, names=display_names())
     save(fig, output["figure_png"], output.get("figure_pdf"))
 
 
@@ -113,9 +113,10 @@ def length_pressure_external(input: Mapping, output: Mapping, params: Mapping) -
 
 def length_pressure_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Pressure per step by dial, and pressure against wrong-answer inflation per run."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save
     from grpo_dial.figures.length_bias import length_pressure_figure as draw
 
-    fig = draw(*(read_table(input[k]) for k in ("steps", "runs", "prediction")), names=ARM_NAMES)
+    tables = (read_table(input[k]) for k in ("steps", "runs", "prediction"))
+    fig = draw(*tables, names=display_names())
     save(fig, output["figure_png"], output.get("figure_pdf"))

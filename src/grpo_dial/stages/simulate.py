@@ -40,7 +40,7 @@ def simulate(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def simulation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     """The controlled run's panels."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save_outputs
     from grpo_dial.figures.simulate import simulation_figure as draw
 
@@ -48,6 +48,6 @@ def simulation_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
         read_table(input["steps"]),
         read_table(input["prompts"]),
         read_table(input["summary"]),
-        names=ARM_NAMES,
+        names=display_names(),
     )
     save_outputs(fig, output, "figure")

@@ -88,15 +88,15 @@ def estimator_tables(input: Mapping, output: Mapping, params: Mapping) -> None:
 def theory_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Identity, fidelity, difficulty-weight, silent-rate and estimator-mass figures from the
     theory tables."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save_outputs
     from grpo_dial.figures import theory as f
 
     grid = read_table(input["grid"])
     save_outputs(f.identity_figure(read_table(input["identity"])), output, "identity")
     save_outputs(f.fidelity_figure(grid, params["pass_rates"]), output, "fidelity")
-    weights = f.difficulty_weight_figure(read_table(input["weights"]), names=ARM_NAMES)
+    weights = f.difficulty_weight_figure(read_table(input["weights"]), names=display_names())
     save_outputs(weights, output, "difficulty_weight")
     save_outputs(f.silent_rate_figure(grid, params["pass_rates"]), output, "silent_rate")
-    mass = f.estimator_mass_figure(read_table(input["estimator_mass"]), names=ARM_NAMES)
+    mass = f.estimator_mass_figure(read_table(input["estimator_mass"]), names=display_names())
     save_outputs(mass, output, "estimator_mass")

@@ -86,21 +86,24 @@ def training_summary(input: Mapping, output: Mapping, params: Mapping) -> None:
 def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
     """Length curves, decomposition, accuracy against length, silent fraction, identity, and the
     estimators' per-step state when the rule asks for it."""
-    from grpo_dial.core.arm_names import ARM_NAMES
+    from grpo_dial.core.arm_names import display_names
     from grpo_dial.figures import save
     from grpo_dial.figures import training as f
 
     steps, terms = read_table(input["steps"]), read_table(input["terms"])
+    names = display_names()
     figures = {
-        "length_curves": f.length_curves_figure(read_table(input["curves"])),
-        "decomposition": f.decomposition_figure(terms, names=ARM_NAMES),
-        "accuracy_length": f.accuracy_length_figure(steps),
-        "silent_training": f.silent_figure(steps),
-        "identity_training": f.identity_figure(read_table(input["identity"])),
+        "length_curves": f.length_curves_figure(read_table(input["curves"]), names=names),
+        "decomposition": f.decomposition_figure(terms, names=names),
+        "accuracy_length": f.accuracy_length_figure(steps, names=names),
+        "silent_training": f.silent_figure(steps, names=names),
+        "identity_training": f.identity_figure(read_table(input["identity"]), names=names),
     }
-    if "estimators_training_png" in output:  # only when some dial uses a newer estimator
+    if "estimators_training_png" in output:  # only when some dial uses a logging estimator
+        from grpo_dial.core.estimators import column_labels
         from grpo_dial.figures.estimators import estimator_state_figure
 
-        figures["estimators_training"] = estimator_state_figure(steps)
+        panels = column_labels()  # every registered column, titled by its estimator
+        figures["estimators_training"] = estimator_state_figure(steps, panels, names=names)
     for name, fig in figures.items():
         save(fig, output[f"{name}_png"], output[f"{name}_pdf"])

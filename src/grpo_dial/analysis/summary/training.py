@@ -234,17 +234,17 @@ def allocation(tables: Tables) -> list[str]:
     return [*lines, source(path, *([band_path] if bands is not None else [])), ""]
 
 
-ESTIMATOR_STATE = {"lambda": "lambda", "anchor": "anchor C", "strata_cells": "strata cells"}
-
-
 def estimator_state(tables: Tables) -> list[str]:
-    """Each newer estimator's own quantity over training (first -> last step, mean over seeds),
-    for the arms that log one."""
+    """Each registered estimator's logged columns over training (first -> last step, mean over
+    seeds), for the arms that log one; the quantity is named `<estimator label>: <column>`."""
+    from grpo_dial.core.estimators import column_labels
+
     steps = one(tables, STEPS)
     if steps is None:
         return []
     rows = []
-    for column, label in ESTIMATOR_STATE.items():
+    quantities = {c: f"{est}: {c.replace('_', ' ')}" for c, est in column_labels().items()}
+    for column, label in quantities.items():
         if column not in steps:
             continue
         logged = steps.dropna(subset=[column])
