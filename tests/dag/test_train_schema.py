@@ -4,11 +4,13 @@ its one Setting, and a default changed in TrainConfig is the validated config's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import yaml
 
+from grpo_dial.backends.trl.launch import TrlLaunch, launch_settings
+from grpo_dial.core.dial import BACKEND_SETTING
 from grpo_dial.core.settings import setting
 from grpo_dial.dag import plan
 from grpo_dial.dag.schema import TRAIN_WORKFLOW_MINIMUM, config_error, read_schema
@@ -44,6 +46,21 @@ def test_the_schema_file_states_no_trainconfig_field():
     stated = {key for path, node in _walk(literal) for key in node if path[-1:] == ("properties",)}
     assert not stated & ours, sorted(stated & ours)
     assert set(literal["properties"]) == set(plan.TRAIN_WORKFLOW_KEYS)
+    assert "properties" not in literal["properties"]["trl"]  # TrlLaunch's
+    assert "default" not in literal["properties"]["backend"]  # core.dial.BACKEND_SETTING's
+
+
+def test_the_generated_launch_block_is_trllaunchs():
+    """train.trl's properties and train.backend's default come from their one definition, and
+    the launch helpers read a partial train.trl with the same defaults."""
+    train = read_schema(SCHEMA)["properties"]["train"]["properties"]
+    launch = {name: spec["default"] for name, spec in train["trl"]["properties"].items()}
+    assert launch == asdict(TrlLaunch()) == launch_settings({})
+    assert train["backend"]["default"] == BACKEND_SETTING.default
+    assert train["backend"]["enum"] == list(BACKEND_SETTING.choices)
+    config = _config()
+    assert config_error(config, read_schema(SCHEMA)) is None
+    assert config["train"]["trl"] == launch
 
 
 def test_the_generated_train_block_is_trainconfigs():

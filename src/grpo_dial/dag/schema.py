@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from grpo_dial.backends.trl.launch import TrlLaunch
 from grpo_dial.core.dial import (
     ALLOCATION_SETTINGS,
     BACKEND_SETTING,
@@ -21,6 +22,7 @@ from grpo_dial.core.dial import (
     dial_settings,
 )
 from grpo_dial.dag import ConfigError
+from grpo_dial.core.settings import dataclass_settings
 from grpo_dial.train.config import config_settings
 
 # Where the workflow admits less than TrainConfig: an interval of 0 (only the first and last
@@ -93,13 +95,20 @@ def read_schema(path: str | Path) -> dict:
     """The JSON schema of the config (YAML, safe loader: libyaml's, 5x faster on this 35 kB file
     that every snakemake call reads) with its generated parts: a dial entry's properties,
     train.allocation's, and every train property that is a TrainConfig field (`dial_entry_schema`,
-    `allocation_schema`, `train_schema`); the file's train block holds only the workflow's keys."""
+    `allocation_schema`, `train_schema`), train.trl's (backends.trl.launch.TrlLaunch) and
+    train.backend's choices and default (core.dial.BACKEND_SETTING, the file keeps its text)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it
     schema = yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 (a safe loader)
     schema["properties"]["dials"]["additionalProperties"] = dial_entry_schema()
     train = schema["properties"]["train"]
     train["properties"] = {**train_schema(), **train["properties"]}
     train["properties"]["allocation"].update(allocation_schema(with_defaults=True))
+    backend = BACKEND_SETTING.json_schema(with_default=True)
+    train["properties"]["backend"] = {**backend, **train["properties"]["backend"]}
+    train["properties"]["trl"]["properties"] = {
+        name: spec.json_schema(with_default=True)
+        for name, spec in dataclass_settings(TrlLaunch).items()
+    }
     return schema
 
 
