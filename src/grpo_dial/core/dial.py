@@ -178,7 +178,7 @@ def group_estimator(dial: Dial) -> Dial:
     return dial.replace(**off)
 
 
-class _Presets(Mapping):
+class _Presets(Mapping[str, "Dial"]):
     """Recipe name -> its Dial: GRPO, Dr. GRPO and DAPO, then the recipe of every registered
     estimator that names one (core.estimators), read live so a new estimator's recipe is here."""
 
@@ -196,8 +196,19 @@ class _Presets(Mapping):
         registered = {n: e.preset for n, e in ESTIMATORS.items() if e.preset is not None}
         return {**self.BASE, **registered}
 
+    def recipe(self, name: object) -> Mapping[str, object]:
+        """The named recipe's fields (not yet a Dial: nothing is checked), else ValueError
+        listing the recipes."""
+        recipes = self._fields()
+        if not isinstance(name, str) or name not in recipes:
+            raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(sorted(recipes))}")
+        return recipes[name]
+
     def __getitem__(self, name: str) -> Dial:
         return Dial(**self._fields()[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields()  # a name lookup; builds no Dial
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._fields())
@@ -210,14 +221,12 @@ class _Presets(Mapping):
 # registered with them): lambda-GRPO with a learnable lambda from 0 (DAPO's token mean),
 # Stratified GRPO on the truncated / finished split every task has, blended half and half, and
 # HA-DW on the paper's batch anchor.
-PRESETS: Mapping[str, Dial] = _Presets()
+PRESETS: _Presets = _Presets()  # a Mapping[str, Dial]
 
 
 def preset(name: str) -> Dial:
-    """The named recipe's dial: one of PRESETS."""
-    if not isinstance(name, str) or name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
-    return PRESETS[name]
+    """The named recipe's dial: one of PRESETS, built (and checked) once."""
+    return Dial(**PRESETS.recipe(name))
 
 
 def dial_from_config(cfg: Mapping) -> Dial:
@@ -236,13 +245,16 @@ def _check_keys(spec: Mapping, valid: tuple[str, ...]) -> None:
 
 
 def _dial(cfg: Mapping, max_new_tokens: int | None = None) -> Dial:
-    """The preset with the entry's fields overridden, built (and range-checked) once."""
-    base = preset(cfg["preset"]) if "preset" in cfg else Dial()
-    over = {k: v for k, v in cfg.items() if k != "preset" and k not in ARM_KEYS}
-    constant = over.get("length_norm", base.length_norm) == "constant"
-    if constant and over.get("max_length", base.max_length) is None and max_new_tokens is not None:
-        over["max_length"] = int(max_new_tokens)
-    return base.replace(**over)
+    """The preset's fields (default Dial() without one) with the entry's overridden, built (and
+    each field checked) once: the recipe is merged as plain values, never built on its own."""
+    values = dict(PRESETS.recipe(cfg["preset"])) if "preset" in cfg else {}
+    values.update((k, v) for k, v in cfg.items() if k != "preset" and k not in ARM_KEYS)
+    settings = dial_settings()
+    norm = values.get("length_norm", settings["length_norm"].default)
+    unset = values.get("max_length", settings["max_length"].default) is None
+    if norm == "constant" and unset and max_new_tokens is not None:
+        values["max_length"] = int(max_new_tokens)
+    return Dial(**values)
 
 
 @dataclass(frozen=True)
