@@ -38,7 +38,8 @@ def test_config_defaults_and_help():
     cfg = TrainConfig(betas=[0.8, 0.9])
     assert cfg.betas == (0.8, 0.9) and cfg.optimizer == "adamw" and cfg.kl_coef == 0.0
     for f in TrainConfig.__dataclass_fields__.values():  # help: the Setting's, else the field's
-        assert len(f.metadata["setting"].help if "setting" in f.metadata else f.metadata["help"]) > 20
+        spec = f.metadata.get("setting")
+        assert len(spec.help if spec is not None else f.metadata["help"]) > 20
 
 
 def test_config_rejects_bad_allocation_settings():

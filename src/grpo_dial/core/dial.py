@@ -2,12 +2,13 @@
 
 GRPO, Dr. GRPO and DAPO differ in what they do with the group std (std_power, std_ddof, eps,
 silent) and in how token losses are aggregated (length_norm); these core fields are declared
-here as the Dial's dataclass fields (CORE_SETTINGS reads them). The essay's other fixes are registered estimators (grpo_dial.core.
-estimators), each owning its own fields: lambda-GRPO's learnable length preference
-(length_norm='lambda' and the lambda_* fields, arXiv 2510.06870), Stratified GRPO's stratified
-advantage normalization (strata, strata_blend, arXiv 2510.06214) and HA-DW's history-aware
-difficulty anchor (anchor*, arXiv 2601.08521). Each field is one Setting (core.settings): the
-check here, the config schema's `dials` block and the docs read that one definition.
+here as the Dial's dataclass fields (CORE_SETTINGS reads them). The essay's other fixes are
+registered estimators (grpo_dial.core.estimators), each owning its own fields: lambda-GRPO's
+learnable length preference (length_norm='lambda' and the lambda_* fields, arXiv 2510.06870),
+Stratified GRPO's stratified advantage normalization (strata, strata_blend, arXiv 2510.06214)
+and HA-DW's history-aware difficulty anchor (anchor*, arXiv 2601.08521). Each field is one
+Setting (core.settings): the check here, the config schema's `dials` block and the docs read
+that one definition.
 
 Why the Dial is a dataclass with only the core fields declared: declared fields are what a type
 checker sees (`dial.std_power: float`), and the core is fixed. A registered estimator's fields
@@ -222,7 +223,8 @@ class _Presets(Mapping[str, "Dial"]):
         listing the recipes."""
         recipes = self._fields()
         if not isinstance(name, str) or name not in recipes:
-            raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(sorted(recipes))}")
+            valid = ", ".join(sorted(recipes))
+            raise ValueError(f"unknown preset {name!r}; valid presets: {valid}")
         return recipes[name]
 
     def __getitem__(self, name: str) -> Dial:

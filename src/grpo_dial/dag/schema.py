@@ -21,8 +21,8 @@ from grpo_dial.core.dial import (
     SETTING_KEYS,
     dial_settings,
 )
-from grpo_dial.dag import ConfigError
 from grpo_dial.core.settings import dataclass_settings
+from grpo_dial.dag import ConfigError
 from grpo_dial.train.config import config_settings
 
 # Where the workflow admits less than TrainConfig: an interval of 0 (only the first and last

@@ -50,13 +50,13 @@ class TrainConfig:
         "Optimizer steps (batches). Each samples prompts_per_step x G responses; more steps "
         "continue a checkpoint of the same run.",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     prompts_per_step: int = setting(
         16,
         "Prompts per batch. With silent='drop' the batch is refilled toward this many "
         "informative groups (DAPO dynamic sampling).",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     group_size: int = setting(
         8,
         "G responses per prompt (a group of one has no relative advantage). Fidelity of the "
@@ -64,7 +64,7 @@ class TrainConfig:
         "silent-group rate p^G + (1-p)^G. With allocation.scheme 'adaptive' the batch's budget "
         "is prompts_per_step x group_size responses.",
         kind=int, low=2,
-    )
+    )  # fmt: skip
     allocation: Allocation = _opt(
         Allocation(),
         "How the batch's prompts_per_step x group_size responses are spread over its prompts "
@@ -75,7 +75,7 @@ class TrainConfig:
         "Learning rate before lr_scale. On the tiny Llama, 1e-4 raises held-out sampled accuracy "
         "within 100 steps; 1e-3 collapses the policy.",
         kind=float, low=0.0, low_open=True,
-    )
+    )  # fmt: skip
     optimizer: Literal["adamw", "sgd"] = setting(
         "adamw",
         "'adamw' (every anchor library) or 'sgd'. Adam's first step is ~lr sign(g), "
@@ -94,50 +94,50 @@ class TrainConfig:
         "Clip the global gradient norm to this (TRL/verl 1.0); None for no clipping. The "
         "recorded grad_norm is before clipping.",
         kind=float, low=0.0, low_open=True, nullable=True,
-    )
+    )  # fmt: skip
     max_new_tokens: int = setting(
         48,
         "Generation limit; a response without EOS by then is truncated and scores 0. Also "
         "Dr. GRPO's L_max when an arm's max_length is unset.",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     temperature: float = setting(
         1.0,
         "Sampling temperature (> 0: greedy groups are identical, hence silent). Log-probs for "
         "the loss are at temperature 1 (the policy), so values other than 1 make the first "
         "update slightly off-policy.",
         kind=float, low=0.0, low_open=True,
-    )
+    )  # fmt: skip
     updates_per_batch: int = setting(
         1,
         "Optimizer steps per sampled batch. 1 = on-policy (ratio 1, clipping inactive); >1 "
         "reuses the batch with the dial's clipped ratio, as PPO/GRPO mini-epochs.",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     kl_coef: float = setting(
         0.0,
         "beta of the k3 KL estimate to the frozen base policy, exp(d) - d - 1 with "
         "d = log pi_ref - log pi, aggregated like the loss. 0 (off) as Dr. GRPO and DAPO do.",
         kind=float, low=0.0,
-    )
+    )  # fmt: skip
     train_pool: int = setting(
         256,
         "Training prompts, task.problems('train', train_pool, pool_seed). Keep equal to the "
         "pass-rate estimate's pool so every prompt has a pass-rate band.",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     pool_seed: int = setting(
         0,
         "Seed of the task's prompt pools (train and heldout); the same for every run seed, "
         "and equal to the pass-rate estimate's seed so prompt ids match its table.",
         kind=int, low=0,
-    )
+    )  # fmt: skip
     eval_every: int = setting(
         25,
         "Greedy held-out evaluation every this many steps (also at step 0 and the last); "
         "0 = only those two.",
         kind=int, low=0,
-    )
+    )  # fmt: skip
     heldout_prompts: int = setting(
         128, "Held-out problems, task.problems('heldout', n, pool_seed).", kind=int, low=1
     )
@@ -146,19 +146,19 @@ class TrainConfig:
         "Sampled held-out evaluation: this many responses per problem at the training temperature "
         "(the pass rate RL optimizes), besides greedy decoding; 0 = greedy only.",
         kind=int, low=0,
-    )
+    )  # fmt: skip
     checkpoint_every: int = setting(
         10,
         "Save checkpoint_dir/last.pt every this many steps (and at the end); 0 = end only. "
         "Lower loses less work to an interruption and costs a save each time.",
         kind=int, low=0,
-    )
+    )  # fmt: skip
     identity_every: int = setting(
         25,
         "Measure the identity on the real model every this many steps; 0 = never. Costs "
         "G + 1 backward passes per probed group.",
         kind=int, low=0,
-    )
+    )  # fmt: skip
     identity_groups: int = setting(
         2, "Informative groups of the batch probed each time.", kind=int, low=1
     )
@@ -168,7 +168,7 @@ class TrainConfig:
         "run with one line naming the last good checkpoint (a finite step resets the count). "
         "Non-finite weights stop it at once and are never checkpointed.",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     resume: Literal["auto", "strict"] = setting(
         "auto",
         "A checkpoint of another run (any resume-key change but more steps): 'auto' moves it "
@@ -182,34 +182,36 @@ class TrainConfig:
         "Warn in the log when the answer checker's timeouts, errors, crashes and bad references "
         "exceed this share of a step's checks (they score 0 and are counted per step).",
         kind=float, low=0.0,
-    )
+    )  # fmt: skip
     seed: int = setting(
         0, "Seeds prompt order and sampling; the run seed of the workflow.", kind=int, low=0
     )
-    device: str = setting("cpu", "torch device of the policy: 'cpu', 'cuda', 'cuda:1', ...", kind=str)
+    device: str = setting(
+        "cpu", "torch device of the policy: 'cpu', 'cuda', 'cuda:1', ...", kind=str
+    )
     lr_scale: float = setting(
         1.0,
         "Multiplies lr; set by learning-rate matching (trainer.lr_match_factor).",
         kind=float, low=0.0, low_open=True,
-    )
+    )  # fmt: skip
     micro_batch: int | None = setting(
         None,
         "Rows per forward when computing log-probs (memory bound on real models); None = the "
         "whole batch.",
         kind=int, low=1, nullable=True,
-    )
+    )  # fmt: skip
     generation_batch: int | None = setting(
         None,
         "Rows per decode call when sampling (memory bound on real models); None = the whole "
         "batch. Another value draws other (equally distributed) samples from the same seed.",
         kind=int, low=1, nullable=True,
-    )
+    )  # fmt: skip
     alive_check_every: int = setting(
         8,
         "Decoding reads how many rows are still running (a host sync) every this many tokens, "
         "not every token; the samples are the same for any value (GPU: higher = fewer stalls).",
         kind=int, low=1,
-    )
+    )  # fmt: skip
     activation_reuse_mb: float = setting(
         2048.0,
         "Sampling keeps every projection's output (q, k, v, o, gate, up, down) of the responses "
@@ -217,7 +219,7 @@ class TrainConfig:
         "instead of recomputing the matmuls (Llama policies, fp32; same values to float "
         "rounding). 0 = off. Size: rows x (max_new_tokens - 1) x sum of projection widths x 4 B.",
         kind=float, low=0.0,
-    )
+    )  # fmt: skip
     progress: bool = setting(True, "Show a tqdm bar over steps.", kind=bool)
     precision: Literal["fp32", "bf16"] = setting(
         "fp32",
@@ -225,7 +227,7 @@ class TrainConfig:
         "with fp32 master weights and optimizer (policy.autocast); the GPU setting. 'fp32' "
         "everywhere else (bf16 autocast runs on CPU too, but slower).",
         choices=("fp32", "bf16"),
-    )
+    )  # fmt: skip
     gradient_checkpointing: bool = setting(
         False,
         "Recompute activations in backward (less memory, ~30% more compute) for long responses "
@@ -236,7 +238,7 @@ class TrainConfig:
         "sdpa",
         "Attention kernel passed to from_pretrained ('sdpa', 'eager', 'flash_attention_2').",
         kind=str, nullable=True,
-    )
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         check_settings(self)

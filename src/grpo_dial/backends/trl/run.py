@@ -167,13 +167,12 @@ def trl_train(
 
     from grpo_dial.backends.trl import tables as trl_tables
     from grpo_dial.backends.trl.identity import IdentityProbe, identity_table, probing_trainer
+    from grpo_dial.backends.trl.launch import launch_settings
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import eos_ids
     from grpo_dial.tables import write_table
     from grpo_dial.train import records as rec
     from grpo_dial.train.step import evaluate
-
-    from grpo_dial.backends.trl.launch import launch_settings
 
     launch = launch_settings(launch)
     model, tokenizer = load_policy(
