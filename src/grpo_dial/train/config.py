@@ -1,8 +1,13 @@
-"""Settings of one RL run (grpo_dial.train.loop), a frozen dataclass with help text per field.
+"""Settings of one RL run (grpo_dial.train.loop), a frozen dataclass of Settings.
 
-The dial (advantage.Dial) is separate: it says what to do with the group std; this says how
+The dial (core.dial.Dial) is separate: it says what to do with the group std; this says how
 much to sample and how to step, with the spread of each batch's samples over its prompts as one
 `Allocation`. Defaults are the embedded CPU default (tiny Llama, arithmetic).
+
+Each field is defined once, by `setting(default, help, range or choices)` (core.settings): the
+check in `__post_init__`, the config schema's `train` properties (`config_settings`, generated
+by grpo_dial.dag.schema.train_schema) and the trl backend's keywords read that definition; the
+fields a job fills from other sections (SET_BY_THE_JOB) are not config keys.
 """
 
 from __future__ import annotations
