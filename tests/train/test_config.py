@@ -14,18 +14,18 @@ from grpo_dial.train.config import RESUME_FREE, TrainConfig
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("optimizer", "adam", "choose one of adamw, sgd"),
+        ("optimizer", "adam", "choose one of 'adamw', 'sgd'"),
         ("steps", 0, "steps must be an integer >= 1"),
         ("group_size", 2.0, "group_size must be an integer"),
         ("lr", -1.0, "lr must be a finite number > 0"),
-        ("lr_scale", math.nan, "lr_scale must be a finite number"),
+        ("lr_scale", math.nan, "lr_scale must be a number, got nan"),
         ("grad_clip", 0.0, "grad_clip must be"),
         ("betas", (0.9,), "betas must be two numbers"),
         ("micro_batch", 0, "micro_batch must be an integer >= 1"),
         ("activation_reuse_mb", -1.0, "activation_reuse_mb must be a finite number >= 0"),
         ("kl_coef", -0.1, "kl_coef must be"),
-        ("progress", "yes", "progress must be a bool"),
-        ("resume", "overwrite", "resume='overwrite' is not valid; choose one of auto, strict"),
+        ("progress", "yes", "progress must be true or false"),
+        ("resume", "overwrite", "resume='overwrite' is not valid; choose one of 'auto', 'strict'"),
         ("checker_warn_fraction", -0.1, "checker_warn_fraction must be a finite number >= 0"),
     ],
 )
@@ -37,7 +37,9 @@ def test_config_rejects_bad_values(field, value, message):
 def test_config_defaults_and_help():
     cfg = TrainConfig(betas=[0.8, 0.9])
     assert cfg.betas == (0.8, 0.9) and cfg.optimizer == "adamw" and cfg.kl_coef == 0.0
-    assert all(f.metadata.get("help") for f in TrainConfig.__dataclass_fields__.values())
+    for f in TrainConfig.__dataclass_fields__.values():  # help: the Setting's, else the field's
+        spec = f.metadata.get("setting")
+        assert len(spec.help if spec is not None else f.metadata["help"]) > 20
 
 
 def test_config_rejects_bad_allocation_settings():

@@ -1,13 +1,22 @@
 """The dial: every choice a group-relative estimator makes, as one frozen value of fields.
 
 GRPO, Dr. GRPO and DAPO differ in what they do with the group std (std_power, std_ddof, eps,
-silent) and in how token losses are aggregated (length_norm); these core fields are defined
-here (CORE_SETTINGS). The essay's other fixes are registered estimators (grpo_dial.core.
-estimators), each owning its own fields: lambda-GRPO's learnable length preference
-(length_norm='lambda' and the lambda_* fields, arXiv 2510.06870), Stratified GRPO's stratified
-advantage normalization (strata, strata_blend, arXiv 2510.06214) and HA-DW's history-aware
-difficulty anchor (anchor*, arXiv 2601.08521). Each field is one Setting (core.settings): the
-check here, the config schema's `dials` block and the docs read that one definition.
+silent) and in how token losses are aggregated (length_norm); these core fields are declared
+here as the Dial's dataclass fields (CORE_SETTINGS reads them). The essay's other fixes are
+registered estimators (grpo_dial.core.estimators), each owning its own fields: lambda-GRPO's
+learnable length preference (length_norm='lambda' and the lambda_* fields, arXiv 2510.06870),
+Stratified GRPO's stratified advantage normalization (strata, strata_blend, arXiv 2510.06214)
+and HA-DW's history-aware difficulty anchor (anchor*, arXiv 2601.08521). Each field is one
+Setting (core.settings): the check here, the config schema's `dials` block and the docs read
+that one definition.
+
+Why the Dial is a dataclass with only the core fields declared: declared fields are what a type
+checker sees (`dial.std_power: float`), and the core is fixed. A registered estimator's fields
+are defined by its registry entry alone (core.registry: "a new estimator is one entry"), so the
+Dial cannot declare them without a second definition per estimator that could drift from the
+first; they are held beside the core fields and read through `__getattr__`, which a type
+checker types as Any. A class generated from the registry at import (dataclasses.make_dataclass)
+would declare them at run time only, which no type checker reads.
 
 An arm is one `dials.<name>` entry resolved (`read_arm`): its Dial, its sample Allocation and
 its training backend. The formulas are in grpo_dial.core.advantage; this module only holds and
@@ -17,53 +26,66 @@ checks the fields, plus the named presets. Unknown names raise and list the vali
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import FrozenInstanceError, asdict, dataclass, field
 from types import MappingProxyType
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from grpo_dial.core.estimators import ADVANTAGE_KINDS, ESTIMATORS, slot_clash
 from grpo_dial.core.settings import Setting, check_settings, dataclass_settings, setting
 
-BACKENDS = ("own", "trl")  # the training engines (grpo_dial.train.backends)
+BACKENDS = ("own", "trl")  # the training engines (grpo_dial.backends)
 
 
-# The core of the dial: what GRPO, Dr. GRPO and DAPO do with the group std and with the token
-# losses. Every registered estimator adds its own settings after these (core.estimators).
-CORE_SETTINGS: Mapping[str, Setting] = MappingProxyType({
-    "std_power": Setting(
+@dataclass(frozen=True, init=False, eq=False, repr=False)
+class Dial:
+    """Every choice GRPO, Dr. GRPO, DAPO and the registered estimators (lambda-GRPO, Stratified
+    GRPO, HA-DW, ...) make about the group's rewards and the token losses, as independent
+    fields: a frozen value. `Dial(**values)` checks each field once, by its Setting, then runs
+    each active estimator's cross-field check; an unknown key raises and lists the valid ones.
+
+    The core fields below are real dataclass fields, each defined once by `setting` (default,
+    range or choices, help; CORE_SETTINGS reads them), so a type checker sees `dial.std_power`
+    as a float. A registered estimator's fields (core.estimators) are not declared here: a new
+    estimator stays one registered entry, and its fields are read through `__getattr__` (typed
+    Any). They travel in `_registered` (name -> value, in registration order), a dataclass field
+    too, so even `dataclasses.replace` keeps them; `dial.replace` is the checked way."""
+
+    # The core of the dial: what GRPO, Dr. GRPO and DAPO do with the group std and with the
+    # token losses. Every registered estimator adds its own settings after these.
+    std_power: float = setting(
         1.0,
         "alpha in [0,1]: A = (r - mean) / (sigma + eps)**alpha. 1 = GRPO/DAPO (arXiv 2402.03300, "
         "2503.14476): equal weight per informative prompt, step ~ sigma. 0 = Dr. GRPO "
         "(2503.20783): no difficulty reweighting, step ~ sigma^2. Values between interpolate.",
         kind=float, low=0.0, high=1.0,
-    ),
-    "std_ddof": Setting(
+    )  # fmt: skip
+    std_ddof: Literal[0, 1] = setting(
         0,
         "0 = population std, the paper's sigma = sqrt(k(G-k))/G. 1 = sample std (torch.std) as "
         "TRL, verl, OpenRLHF and oat use; larger by sqrt(G/(G-1)), so advantages shrink (x0.935 "
         "at G=8). Pick 1 to match a framework's numbers.",
         choices=(0, 1),
-    ),
-    "eps": Setting(
+    )  # fmt: skip
+    eps: float = setting(
         1e-6,
         "Added to sigma before the power; matters only for small sigma (silent groups give 0 "
         "anyway). TRL 1e-4, verl 1e-6 (default), oat 1e-8, OpenRLHF 1e-9. 0 for exact identities.",
         kind=float, low=0.0,
-    ),
-    "silent": Setting(
+    )  # fmt: skip
+    silent: Literal["keep", "drop"] = setting(
         "keep",
         "Groups whose rewards are all equal (sigma = 0, zero gradient). 'keep' (GRPO, Dr. GRPO, "
         "TRL): they stay and dilute the token/sequence normalizers. 'drop' (DAPO dynamic "
         "sampling): filter them out and refill the batch by sampling again.",
         choices=("keep", "drop"),
-    ),
-    "max_resample_rounds": Setting(
+    )  # fmt: skip
+    max_resample_rounds: int = setting(
         4,
         "With silent='drop', how many extra sampling rounds may refill dropped groups; bounds the "
         "sample cost. The paper's controlled DAPO arm resamples a silent group at most 4 times.",
         kind=int, low=0,
-    ),
-    "length_norm": Setting(
+    )  # fmt: skip
+    length_norm: str = setting(
         "sequence",
         "'sequence' (GRPO, TRL 'grpo'): mean over each response's tokens, then over responses; "
         "favours long wrong and short right answers. 'token' (DAPO, TRL 'dapo'/'bnpo'): batch sum "
@@ -71,28 +93,86 @@ CORE_SETTINGS: Mapping[str, Setting] = MappingProxyType({
         "no length bias. A registered estimator of kind 'weights' adds its own value (lambda-GRPO: "
         "'lambda').",
         choices=("sequence", "token", "constant"),
-    ),
-    "max_length": Setting(
+    )  # fmt: skip
+    max_length: int | None = setting(
         None,
         "L_max for length_norm='constant': set it to the generation limit (TRL's "
         "max_completion_length). None uses the padded width of the mask, as verl does, which "
         "makes the normalizer depend on how the batch happened to be padded.",
         kind=int, low=1, nullable=True,
-    ),
-    "clip_low": Setting(
+    )  # fmt: skip
+    clip_low: float = setting(
         0.2,
         "PPO lower clip: the ratio is floored at 1 - clip_low for negative advantages (0.2 in "
         "PPO, GRPO, DAPO). Binds only when a batch is reused for more than one update.",
         kind=float, low=0.0, high=1.0, high_open=True,
-    ),
-    "clip_high": Setting(
+    )  # fmt: skip
+    clip_high: float = setting(
         0.2,
         "PPO upper clip: the ratio is capped at 1 + clip_high for positive advantages. 0.2 is "
         "symmetric PPO/GRPO; DAPO's clip-higher uses 0.28 so rare tokens can still gain "
         "probability (less entropy collapse).",
         kind=float, low=0.0,
-    ),
-})  # fmt: skip
+    )  # fmt: skip
+    _registered: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def __init__(self, **values: Any) -> None:
+        settings = dial_settings()
+        values = {**values.pop("_registered", {}), **values}  # dataclasses.replace passes it
+        unknown = [k for k in values if k not in settings]
+        if unknown:
+            raise ValueError(
+                f"unknown dial key {unknown[0]!r}; valid keys: {', '.join(('preset', *settings))}"
+            )
+        checked = {
+            name: spec.check(name, values.get(name, spec.default))
+            for name, spec in settings.items()
+        }
+        for name in CORE_SETTINGS:
+            object.__setattr__(self, name, checked.pop(name))
+        object.__setattr__(self, "_registered", MappingProxyType(checked))
+        for est in ESTIMATORS.values():
+            if est.check is not None and (why := est.check(self)) is not None:
+                raise ValueError(why)
+        if (why := slot_clash(self)) is not None:  # two owners of one baseline or scale slot
+            raise ValueError(why)
+
+    def __getattr__(self, name: str) -> Any:
+        """A registered estimator's field (only called when `name` is not a core field)."""
+        if name.startswith("__") or name == "_registered":  # copy / pickle probes
+            raise AttributeError(name)
+        try:
+            return self._registered[name]
+        except KeyError:
+            raise AttributeError(f"Dial has no field {name!r}") from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dial) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.as_dict().items(), key=lambda item: item[0])))
+
+    def __repr__(self) -> str:
+        return f"Dial({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+    def __reduce__(self) -> tuple:
+        return (_dial_from_dict, (self.as_dict(),))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as plain values, in `dial_settings` order (what a job rebuilds it from)."""
+        return {**{name: getattr(self, name) for name in CORE_SETTINGS}, **self._registered}
+
+    def replace(self, **changes: Any) -> Dial:
+        """A new Dial with `changes` (checked like any other)."""
+        return Dial(**{**self.as_dict(), **changes})
+
+
+def _frozen(self: Dial, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"a Dial is frozen; use dial.replace({name}=...)")
+
+
+Dial.__setattr__ = _frozen  # type: ignore[method-assign]  # the dataclass's error, with the way out
+CORE_SETTINGS: Mapping[str, Setting] = MappingProxyType(dataclass_settings(Dial))
 
 
 def dial_settings() -> dict[str, Setting]:
@@ -104,64 +184,6 @@ def dial_settings() -> dict[str, Setting]:
             out[name] = out[name].with_choices(extra)
         out.update(est.fields)
     return out
-
-
-class Dial:
-    """Every choice GRPO, Dr. GRPO, DAPO and the registered estimators (lambda-GRPO, Stratified
-    GRPO, HA-DW, ...) make about the group's rewards and the token losses, as independent
-    fields: a frozen value. Its fields are the core's and every registered estimator's
-    (`dial_settings`), so it is built from that table rather than declared as a dataclass whose
-    fields are fixed when this module loads. Each field is checked once, here, by its Setting;
-    then each active estimator's cross-field check runs."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self, **values: object) -> None:
-        settings = dial_settings()
-        unknown = [k for k in values if k not in settings]
-        if unknown:
-            raise ValueError(
-                f"unknown dial key {unknown[0]!r}; valid keys: {', '.join(('preset', *settings))}"
-            )
-        checked = {
-            name: spec.check(name, values.get(name, spec.default))
-            for name, spec in settings.items()
-        }
-        object.__setattr__(self, "_values", MappingProxyType(checked))
-        for est in ESTIMATORS.values():
-            if est.check is not None and (why := est.check(self)) is not None:
-                raise ValueError(why)
-        if (why := slot_clash(self)) is not None:  # two owners of one baseline or scale slot
-            raise ValueError(why)
-
-    def __getattr__(self, name: str) -> object:
-        try:
-            return object.__getattribute__(self, "_values")[name]
-        except KeyError:
-            raise AttributeError(f"Dial has no field {name!r}") from None
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("a Dial is frozen; use dial.replace(field=value)")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Dial) and dict(self._values) == dict(other._values)
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted(self._values.items(), key=lambda item: item[0])))
-
-    def __repr__(self) -> str:
-        return f"Dial({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
-
-    def __reduce__(self) -> tuple:
-        return (_dial_from_dict, (dict(self._values),))
-
-    def as_dict(self) -> dict[str, object]:
-        """The fields as plain values, in `dial_settings` order (what a job rebuilds it from)."""
-        return dict(self._values)
-
-    def replace(self, **changes: object) -> Dial:
-        """A new Dial with `changes` (checked like any other)."""
-        return Dial(**{**self._values, **changes})
 
 
 def _dial_from_dict(values: dict) -> Dial:
@@ -181,7 +203,7 @@ def group_estimator(dial: Dial) -> Dial:
     return dial.replace(**off)
 
 
-class _Presets(Mapping):
+class _Presets(Mapping[str, "Dial"]):
     """Recipe name -> its Dial: GRPO, Dr. GRPO and DAPO, then the recipe of every registered
     estimator that names one (core.estimators), read live so a new estimator's recipe is here."""
 
@@ -199,8 +221,20 @@ class _Presets(Mapping):
         registered = {n: e.preset for n, e in ESTIMATORS.items() if e.preset is not None}
         return {**self.BASE, **registered}
 
+    def recipe(self, name: object) -> Mapping[str, object]:
+        """The named recipe's fields (not yet a Dial: nothing is checked), else ValueError
+        listing the recipes."""
+        recipes = self._fields()
+        if not isinstance(name, str) or name not in recipes:
+            valid = ", ".join(sorted(recipes))
+            raise ValueError(f"unknown preset {name!r}; valid presets: {valid}")
+        return recipes[name]
+
     def __getitem__(self, name: str) -> Dial:
         return Dial(**self._fields()[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields()  # a name lookup; builds no Dial
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._fields())
@@ -213,14 +247,12 @@ class _Presets(Mapping):
 # registered with them): lambda-GRPO with a learnable lambda from 0 (DAPO's token mean),
 # Stratified GRPO on the truncated / finished split every task has, blended half and half, and
 # HA-DW on the paper's batch anchor.
-PRESETS: Mapping[str, Dial] = _Presets()
+PRESETS: _Presets = _Presets()  # a Mapping[str, Dial]
 
 
 def preset(name: str) -> Dial:
-    """The named recipe's dial: one of PRESETS."""
-    if not isinstance(name, str) or name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(sorted(PRESETS))}")
-    return PRESETS[name]
+    """The named recipe's dial: one of PRESETS, built (and checked) once."""
+    return Dial(**PRESETS.recipe(name))
 
 
 def dial_from_config(cfg: Mapping) -> Dial:
@@ -239,13 +271,16 @@ def _check_keys(spec: Mapping, valid: tuple[str, ...]) -> None:
 
 
 def _dial(cfg: Mapping, max_new_tokens: int | None = None) -> Dial:
-    """The preset with the entry's fields overridden, built (and range-checked) once."""
-    base = preset(cfg["preset"]) if "preset" in cfg else Dial()
-    over = {k: v for k, v in cfg.items() if k != "preset" and k not in ARM_KEYS}
-    constant = over.get("length_norm", base.length_norm) == "constant"
-    if constant and over.get("max_length", base.max_length) is None and max_new_tokens is not None:
-        over["max_length"] = int(max_new_tokens)
-    return base.replace(**over)
+    """The preset's fields (default Dial() without one) with the entry's overridden, built (and
+    each field checked) once: the recipe is merged as plain values, never built on its own."""
+    values = dict(PRESETS.recipe(cfg["preset"])) if "preset" in cfg else {}
+    values.update((k, v) for k, v in cfg.items() if k != "preset" and k not in ARM_KEYS)
+    settings = dial_settings()
+    norm = values.get("length_norm", settings["length_norm"].default)
+    unset = values.get("max_length", settings["max_length"].default) is None
+    if norm == "constant" and unset and max_new_tokens is not None:
+        values["max_length"] = int(max_new_tokens)
+    return Dial(**values)
 
 
 @dataclass(frozen=True)

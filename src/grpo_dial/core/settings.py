@@ -1,6 +1,7 @@
-"""One setting of the dial or of an arm's allocation, defined once: its default, its range or
-choices, and its help text. The value check, the config schema's `dials` block
-(grpo_dial.dag.schema) and the docs all read this one definition (standard library only).
+"""One setting of the dial, of an arm's allocation, of a training run (train.config.TrainConfig)
+or of a TRL launch, defined once: its default, its range or choices, and its help text. The
+value check, the config schema's generated blocks (`dials`, `train`; grpo_dial.dag.schema) and
+the docs all read this one definition (standard library only).
 
     Setting(1.0, "alpha in [0,1] ...", kind=float, low=0, high=1)
     Setting("keep", "...", choices=("keep", "drop"))

@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from grpo_dial.backends.trl.launch import TrlLaunch
 from grpo_dial.core.dial import (
     ALLOCATION_SETTINGS,
     BACKEND_SETTING,
@@ -20,7 +21,15 @@ from grpo_dial.core.dial import (
     SETTING_KEYS,
     dial_settings,
 )
+from grpo_dial.core.settings import dataclass_settings
 from grpo_dial.dag import ConfigError
+from grpo_dial.train.config import config_settings
+
+# Where the workflow admits less than TrainConfig: an interval of 0 (only the first and last
+# evaluation, only the final checkpoint, no identity probe) is the library's, while the trl
+# backend's evaluation and save schedules divide by the interval and the training figures read
+# the identity records.
+TRAIN_WORKFLOW_MINIMUM = {"eval_every": 1, "checkpoint_every": 1, "identity_every": 1}
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -70,15 +79,36 @@ def dial_entry_schema() -> dict:
     }
 
 
+def train_schema() -> dict:
+    """The schema's `train` properties that are TrainConfig fields, each generated from the
+    field's one Setting (grpo_dial.train.config.config_settings) with its default; a field of
+    TRAIN_WORKFLOW_MINIMUM gets that minimum instead of the library's."""
+    out = {}
+    for name, spec in config_settings().items():
+        out[name] = spec.json_schema(with_default=True)
+        if name in TRAIN_WORKFLOW_MINIMUM:
+            out[name]["minimum"] = TRAIN_WORKFLOW_MINIMUM[name]
+    return out
+
+
 def read_schema(path: str | Path) -> dict:
     """The JSON schema of the config (YAML, safe loader: libyaml's, 5x faster on this 35 kB file
-    that every snakemake call reads) with its generated parts: a dial
-    entry's properties and train.allocation's (`dial_entry_schema`, `allocation_schema`)."""
+    that every snakemake call reads) with its generated parts: a dial entry's properties,
+    train.allocation's, and every train property that is a TrainConfig field (`dial_entry_schema`,
+    `allocation_schema`, `train_schema`), train.trl's (backends.trl.launch.TrlLaunch) and
+    train.backend's choices and default (core.dial.BACKEND_SETTING, the file keeps its text)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it
     schema = yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 (a safe loader)
     schema["properties"]["dials"]["additionalProperties"] = dial_entry_schema()
-    allocation = schema["properties"]["train"]["properties"]["allocation"]
-    allocation.update(allocation_schema(with_defaults=True))
+    train = schema["properties"]["train"]
+    train["properties"] = {**train_schema(), **train["properties"]}
+    train["properties"]["allocation"].update(allocation_schema(with_defaults=True))
+    backend = BACKEND_SETTING.json_schema(with_default=True)
+    train["properties"]["backend"] = {**backend, **train["properties"]["backend"]}
+    train["properties"]["trl"]["properties"] = {
+        name: spec.json_schema(with_default=True)
+        for name, spec in dataclass_settings(TrlLaunch).items()
+    }
     return schema
 
 

@@ -59,9 +59,11 @@ resolved, at parse time.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 
 from grpo_dial.core import estimators
 from grpo_dial.core.dial import Arm, Dial
+from grpo_dial.train.config import TrainConfig
 
 TRL_STD_DDOF = 1  # torch.std: the sample std
 TRL_EPS = 1e-4  # added to the std in _generate_and_score_completions
@@ -125,7 +127,10 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
     weight_decay, betas, grad_clip, max_new_tokens, temperature, updates_per_batch, kl_coef,
     micro_batch, seed, precision). One optimizer step per batch of prompts_per_step x G
     completions, as ours, spread over `processes` (accelerate's, one per GPU); a micro_batch
-    splits each process's share into gradient-accumulation steps."""
+    splits each process's share into gradient-accumulation steps; a field `train` leaves out is
+    TrainConfig's default."""
+    defaults = TrainConfig()
+    train = {f.name: getattr(defaults, f.name) for f in fields(defaults)} | dict(train)
     if (why := refusal(dial, train["max_new_tokens"])) is not None:
         raise ValueError(f"the trl backend cannot train {why[1]}")
     completions = train["prompts_per_step"] * train["group_size"]
@@ -135,7 +140,7 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
             f"over {processes} processes"
         )
     share = completions // processes
-    micro = train.get("micro_batch") or share
+    micro = train["micro_batch"] or share
     micro = max(d for d in range(1, min(micro, share) + 1) if share % d == 0)
     if dial.length_norm == "bnpo":  # the micro-batch is the normalizer's scope: the dial's
         if share % dial.bnpo_rows:
@@ -144,16 +149,16 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
                 f"completions (TRL's per_device_train_batch_size)"
             )
         micro = dial.bnpo_rows
-    updates = train.get("updates_per_batch", 1)
-    optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train.get("optimizer", "adamw")]
-    betas = tuple(train.get("betas", (0.9, 0.999)))
+    updates = train["updates_per_batch"]
+    optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train["optimizer"]]
+    betas = tuple(train["betas"])
     return {
         "num_generations": train["group_size"],
         "per_device_train_batch_size": micro,
         "gradient_accumulation_steps": share // micro,
         "steps_per_generation": share // micro,
         "max_completion_length": train["max_new_tokens"],
-        "temperature": train.get("temperature", 1.0),
+        "temperature": train["temperature"],
         "top_p": 1.0,
         "top_k": 0,
         "scale_rewards": "none" if dial.std_power == 0 else dial.std_scope,
@@ -161,22 +166,22 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
         "importance_sampling_level": dial.ratio_level,
         "epsilon": dial.clip_low,
         "epsilon_high": dial.clip_high,
-        "beta": train.get("kl_coef", 0.0),
+        "beta": train["kl_coef"],
         "use_bias_correction_kl": False,  # the plain k3 KL, as ours
         "vllm_importance_sampling_correction": False,  # ours: no sampler mismatch weight
         "num_iterations": updates,
         "mask_truncated_completions": False,  # ours trains truncated responses too (reward 0)
-        "learning_rate": train.get("lr", 1e-4) * train.get("lr_scale", 1.0),
+        "learning_rate": train["lr"] * train["lr_scale"],
         "lr_scheduler_type": "constant",
         "warmup_steps": 0,
         "optim": optim,
-        "weight_decay": train.get("weight_decay", 0.0),
+        "weight_decay": train["weight_decay"],
         "adam_beta1": betas[0],
         "adam_beta2": betas[1],
-        "max_grad_norm": train.get("grad_clip", 1.0) or 0.0,  # TrainConfig.grad_clip 1.0
+        "max_grad_norm": train["grad_clip"] or 0.0,  # None: no clipping
         "max_steps": train["steps"] * updates,  # optimizer steps: `steps` batches drawn
-        "seed": train.get("seed", 0),
-        "bf16": train.get("precision", "fp32") == "bf16",
+        "seed": train["seed"],
+        "bf16": train["precision"] == "bf16",
     }
 
 

@@ -16,7 +16,9 @@ per GPU, each on cuda:<LOCAL_RANK>; with train.trl.processes = N > 1 on the CPU
 N CPU processes over torch.distributed's gloo (TRL's use_cpu; accelerate's --cpu would start
 one), each with the job's threads / N torch threads. `launch_command` is the line as text,
 standard library only, for the rule's message at DAG build; the job adds a free
---main_process_port, so jobs on one machine do not share a rendezvous.
+--main_process_port, so jobs on one machine do not share a rendezvous. `TrlLaunch` defines
+train.trl's keys once (default, range, help): the config schema's train.trl block is generated
+from it (grpo_dial.dag.schema) and `launch_settings` fills a partial mapping from it.
 """
 
 from __future__ import annotations
@@ -27,25 +29,73 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grpo_dial.backends.job import Job
+from grpo_dial.core.settings import check_settings, setting
 
 JOB = "trl_job.json"
 
 
+@dataclass(frozen=True)
+class TrlLaunch:
+    """How a trl-backend train job is launched: the config's train.trl (docs/backends.md)."""
+
+    gpus: int = setting(
+        1,
+        "GPUs one TRL run spans (accelerate launch --num_processes); the job asks its profile "
+        "for this many (resource gpu). Ignored on the CPU.",
+        kind=int, low=1,
+    )  # fmt: skip
+    processes: int = setting(
+        1,
+        "CPU processes one TRL run spans (torch.distributed over gloo, accelerate launch "
+        "--multi_gpu --num_processes N on the CPU), sharing the job's threads; give the job as "
+        "many CPUs (cpus_per_task). Ignored on CUDA (gpus).",
+        kind=int, low=1,
+    )  # fmt: skip
+    accelerate_config: str | None = setting(
+        None,
+        "An accelerate config file for GPU runs, e.g. config/accelerate/zero2.yaml or "
+        "zero3.yaml (DeepSpeed ZeRO-2 / ZeRO-3, for a model whose optimizer state does not fit "
+        "one GPU); null = plain data parallel.",
+        kind=str, nullable=True,
+    )  # fmt: skip
+    vllm: str = setting(
+        "auto",
+        "auto = vLLM colocate generation when vllm is installed and the device is CUDA (faster "
+        "sampling); off = generate with transformers (the own backend's sampler).",
+        choices=("auto", "off"),
+    )  # fmt: skip
+    vllm_gpu_memory_utilization: float = setting(
+        0.3,
+        "Share of each GPU's memory vLLM may take in colocate mode; raise it when the policy "
+        "and its optimizer leave room, lower it on an out-of-memory error.",
+        kind=float, low=0.0, low_open=True, high=1.0,
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+def launch_settings(trl: Mapping | None) -> dict:
+    """train.trl with every key it leaves out at TrlLaunch's default, each value checked."""
+    return asdict(TrlLaunch(**(trl or {})))
+
+
 def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB}") -> str:
     """The command a TRL job runs (text); 'in process' when it needs no launcher."""
+    trl = launch_settings(trl)
     if str(device).startswith("cuda"):
-        gpus = int(trl.get("gpus", 1))
+        gpus = int(trl["gpus"])
         if gpus <= 1:
             return "in process"
         parts = ["accelerate launch", f"--num_processes {gpus}"]
-        if trl.get("accelerate_config"):
+        if trl["accelerate_config"]:
             parts.append(f"--config_file {trl['accelerate_config']}")
     else:
-        processes = int(trl.get("processes", 1))
+        processes = int(trl["processes"])
         if processes <= 1:
             return "in process"
         parts = ["accelerate launch --multi_gpu", f"--num_processes {processes}",
@@ -58,7 +108,7 @@ def job_gpus(backend: str, train: Mapping, device: str) -> int:
     asks its profile for: train.trl.gpus for a trl arm on CUDA, else 1 on CUDA, 0 on the CPU."""
     if not str(device).startswith("cuda"):
         return 0
-    return int(train.get("trl", {}).get("gpus", 1)) if backend == "trl" else 1
+    return int(launch_settings(train.get("trl"))["gpus"]) if backend == "trl" else 1
 
 
 def job_note(name: str, backend: str, train: Mapping, device: str) -> str | None:
@@ -67,7 +117,7 @@ def job_note(name: str, backend: str, train: Mapping, device: str) -> str | None
     if backend != "trl":
         return None
     gpus = job_gpus(backend, train, device)
-    processes = int(train.get("trl", {}).get("processes", 1))
+    processes = int(launch_settings(train.get("trl"))["processes"])
     where = f"{gpus} GPU{'s' if gpus > 1 else ''} (gpu={gpus})" if gpus else "the CPU"
     if not gpus and processes > 1:
         where = f"{processes} CPU processes (gloo)"
@@ -85,7 +135,7 @@ def train(job: Job) -> None:
     from grpo_dial.backends.trl.run import trl_train
     from grpo_dial.data.tasks import task_from_spec
 
-    trl = dict(job.launch)
+    trl = launch_settings(job.launch)
     checkpoint_dir = Path(job.checkpoint_dir)
     device = str(job.config.device)
     if launch_command(trl, device) == "in process":
@@ -111,7 +161,7 @@ def train(job: Job) -> None:
     if not device.startswith("cuda"):  # the job's threads shared by its processes
         import torch
 
-        per = max(1, torch.get_num_threads() // int(trl.get("processes", 1)))
+        per = max(1, torch.get_num_threads() // int(trl["processes"]))
         env["OMP_NUM_THREADS"] = str(per)
     done = subprocess.run(cmd, check=False, env=env)
     if done.returncode != 0:

@@ -167,13 +167,14 @@ def trl_train(
 
     from grpo_dial.backends.trl import tables as trl_tables
     from grpo_dial.backends.trl.identity import IdentityProbe, identity_table, probing_trainer
+    from grpo_dial.backends.trl.launch import launch_settings
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import eos_ids
     from grpo_dial.tables import write_table
     from grpo_dial.train import records as rec
     from grpo_dial.train.step import evaluate
 
-    launch = dict(launch or {})
+    launch = launch_settings(launch)
     model, tokenizer = load_policy(
         str(base_model_dir), config.device, "float32", config.attn_implementation,
         config.gradient_checkpointing,
@@ -195,7 +196,7 @@ def trl_train(
     evals = list(saved["evals"])
     kwargs = grpo_config_kwargs(dial, asdict(config), int(os.environ.get("WORLD_SIZE", "1")))
     device = str(config.device)
-    use_vllm = launch.get("vllm", "auto") == "auto" and device.startswith("cuda")
+    use_vllm = launch["vllm"] == "auto" and device.startswith("cuda")
     if use_vllm:
         import importlib.util
 
@@ -206,7 +207,7 @@ def trl_train(
         use_cpu=device == "cpu",
         use_vllm=use_vllm,
         vllm_mode="colocate",
-        vllm_gpu_memory_utilization=launch.get("vllm_gpu_memory_utilization", 0.3),
+        vllm_gpu_memory_utilization=launch["vllm_gpu_memory_utilization"],
         gradient_checkpointing=config.gradient_checkpointing,
         logging_steps=1,
         log_completions=True,
