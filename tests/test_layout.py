@@ -11,13 +11,15 @@ importer, so the backends sit above both the own trainer and external; the DAG b
 TRL translation's refusals). `figures` stands apart: it draws from tables and imports no other
 part of grpo_dial. Lazy imports inside functions count too, so an arrow cannot hide in a function
 body. docs/layout.md's package section names every module and subpackage, and only modules that
-exist, and its layers line is this one.
+exist, and its layers line is this one; what it calls "standard library only" loads nothing else
+at import; it names every file of tools/ and .ci/ and every helper module of tests/.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -261,8 +263,8 @@ def test_no_analysis_module_imports_torch_unless_it_runs_the_estimator_or_differ
 LAYOUT_DOC = PACKAGE.parents[1] / "docs" / "layout.md"
 
 
-def _package_bullets(text: str) -> list[list[str]]:
-    """The backticked names of each bullet of layout.md's package section, bullet by bullet."""
+def _bullet_texts(text: str) -> list[str]:
+    """Each bullet of layout.md's package section as one line of text."""
     section = text.split("## The package", 1)[1].split("\n## ", 1)[0]
     bullets: list[str] = []
     for line in section.splitlines():
@@ -270,7 +272,12 @@ def _package_bullets(text: str) -> list[list[str]]:
             bullets.append(line)
         elif bullets and line.startswith("  "):
             bullets[-1] += " " + line.strip()
-    return [re.findall(r"`([^`]+)`", bullet) for bullet in bullets]
+    return bullets
+
+
+def _package_bullets(text: str) -> list[list[str]]:
+    """The backticked names of each bullet of layout.md's package section, bullet by bullet."""
+    return [re.findall(r"`([^`]+)`", bullet) for bullet in _bullet_texts(text)]
 
 
 def _module_token(token: str) -> bool:
@@ -318,6 +325,84 @@ def test_layout_doc_names_every_module_and_only_real_ones():
     unnamed = sorted(str(p.relative_to(PACKAGE)) for p in modules + packages if p not in named)
     assert not unnamed, f"docs/layout.md does not name: {unnamed}"
     assert not bad, f"docs/layout.md names modules that are not one path: {bad}"
+
+
+STDLIB_ONLY = "standard library only"
+
+
+def _stdlib_only_modules(text: str) -> list[Path]:
+    """The modules layout.md's package section calls "standard library only": the last module
+    named before each such phrase in its bullet, resolved as `_layout_names` resolves it."""
+    found: list[Path] = []
+    for bullet in _bullet_texts(text):
+        tokens = [t for t in re.findall(r"`([^`]+)`", bullet) if _module_token(t)]
+        if not tokens:
+            continue
+        head = _resolve(tokens[0], PACKAGE, below=False)
+        home = head[0] if len(head) == 1 and head[0].is_dir() else PACKAGE
+        for at in (m.start() for m in re.finditer(STDLIB_ONLY, bullet)):
+            before = [t for t in re.findall(r"`([^`]+)`", bullet[:at]) if _module_token(t)]
+            found += _resolve(before[-1], home) if before else []
+    return found
+
+
+def _loaded_at_import(path: Path) -> set[str]:
+    """The top-level names of everything importing `path` loads but grpo_dial: its imports
+    outside functions, and those of every grpo_dial module (and parent package) they reach."""
+    outside: set[str] = set()
+    todo, seen = [module_name(path)], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in MODULES:
+            continue
+        seen.add(name)
+        todo += [name.rsplit(".", 1)[0]] if "." in name else []  # its package's __init__
+        nodes = list(ast.parse(MODULES[name].read_text()).body)
+        while nodes:
+            node = nodes.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue  # a lazy import runs when called, not at import
+            nodes += list(ast.iter_child_nodes(node))
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            todo += [n for n in names if n.startswith("grpo_dial")]
+            outside |= {n.split(".")[0] for n in names if not n.startswith("grpo_dial")}
+    return outside - {"__future__"}
+
+
+def test_what_layout_doc_calls_standard_library_only_is():
+    """Every module docs/layout.md calls "standard library only" loads, at import, nothing but
+    the standard library (sys.stdlib_module_names), through every grpo_dial module it imports."""
+    modules = _stdlib_only_modules(LAYOUT_DOC.read_text())
+    assert modules, f"docs/layout.md calls no module {STDLIB_ONLY!r}"
+    heavy = {
+        str(p.relative_to(PACKAGE)): sorted(_loaded_at_import(p) - sys.stdlib_module_names)
+        for p in modules
+    }
+    heavy = {name: names for name, names in heavy.items() if names}
+    assert not heavy, f"docs/layout.md calls these {STDLIB_ONLY!r}, but they load: {heavy}"
+
+
+def test_the_stdlib_guard_sees_numpy_through_a_grpo_dial_module():
+    """core.dial imports no numpy itself, but core.estimators' anchor does."""
+    assert "numpy" in _loaded_at_import(PACKAGE / "core" / "dial.py")
+    assert "torch" not in _loaded_at_import(PACKAGE / "core" / "dial.py")
+
+
+def test_layout_doc_names_every_tool_ci_script_and_test_helper():
+    """docs/layout.md names (anywhere, by its path from the repository) every file of the
+    top-level tools/ and .ci/ folders and every top-level helper module tests/*.py."""
+    root = PACKAGE.parents[1]
+    files = [p for d in ("tools", ".ci") for p in (root / d).rglob("*") if p.is_file()]
+    files += [p for p in (root / "tests").glob("*.py") if not p.name.startswith("test_")]
+    names = [str(p.relative_to(root)) for p in files if "__pycache__" not in p.parts]
+    text = LAYOUT_DOC.read_text()
+    unnamed = sorted(name for name in names if name not in text)
+    assert not unnamed, f"docs/layout.md does not name: {unnamed}"
 
 
 def test_only_the_dag_reads_the_configs_arms():

@@ -1,5 +1,5 @@
 """core.advantage: integer rewards, an unknown context key, and the weighted loss of a split
-batch (issue 34 item 4)."""
+batch."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""core.advantage: keep_mask is a bool mask under either silent policy (issue 34 item 4)."""
+"""core.advantage: keep_mask is a bool mask under either silent policy."""
 
 import torch
 

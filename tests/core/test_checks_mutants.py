@@ -1,4 +1,4 @@
-"""core.checks' one-line refusals, each named and worded (mutants of issue 34 item 4)."""
+"""core.checks' one-line refusals, each named and worded."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""core.checks: the bound itself is admitted unless strict (issue 34 item 4)."""
+"""core.checks: the bound itself is admitted unless strict."""
 
 import pytest
 

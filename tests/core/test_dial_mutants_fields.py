@@ -1,4 +1,4 @@
-"""core.dial: an arm's resolved fields and back, and the backend's refusal (issue 34 item 4)."""
+"""core.dial: an arm's resolved fields and back, and the backend's refusal."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""core.estimator_mass: eps, G = 1 and 2 and a separate batch, by hand (issue 34 item 4)."""
+"""core.estimator_mass: eps, G = 1 and 2 and a separate batch, by hand."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """core.estimator_mass at the edges: silent batches give 0, not NaN, and the refusals' lines
-(issue 34 item 4, a held-out mutation sample)."""
+(a held-out mutation sample)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""core.estimators: the logged anchor keeps double precision (issue 34 item 4)."""
+"""core.estimators: the logged anchor keeps double precision."""
 
 import types
 

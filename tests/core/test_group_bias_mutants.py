@@ -1,5 +1,5 @@
 """core.group_bias: the true advantage by hand, refusals naming their argument, and the exact
-ends p = 0, 1 computed without a numpy warning (issue 34 item 4)."""
+ends p = 0, 1 computed without a numpy warning."""
 
 import warnings
 

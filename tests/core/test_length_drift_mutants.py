@@ -1,5 +1,5 @@
 """core.length_drift: the token normalizer's drift of both tails at awareness > 0 against a
-brute-force sum, the tail means by hand, and the one-line refusals (issue 34 item 4)."""
+brute-force sum, the tail means by hand, and the one-line refusals."""
 
 import itertools
 import re

@@ -1,4 +1,4 @@
-"""core.theory: hand numbers and one-line refusals the other tests leave open (issue 34 item 4)."""
+"""core.theory: hand numbers and one-line refusals the other tests leave open."""
 
 import warnings
 

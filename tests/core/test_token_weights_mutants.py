@@ -1,4 +1,4 @@
-"""core.token_weights: refusals and the dtype of a weighted sum (issue 34 item 4)."""
+"""core.token_weights: refusals and the dtype of a weighted sum."""
 
 import re
 

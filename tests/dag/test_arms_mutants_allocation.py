@@ -1,4 +1,4 @@
-"""dag.arms: train.allocation's own check (issue 34 item 4)."""
+"""dag.arms: train.allocation's own check."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """dag.config_checks and the generated schema parts: text that is not a number, a dial field
-given as text, the YAML error's line and the group-of-one line (issue 34 item 4)."""
+given as text, the YAML error's line and the group-of-one line."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """dag.inputs: each input check's line names its key and the path it missed, public files and
-task specs resolved, a table's hub hint only where the hub can be read (issue 34 item 4)."""
+task specs resolved, a table's hub hint only where the hub can be read."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """dag.plan: each decision of build_plan and open_plan the other tests leave open, on the
-default config with one setting changed (issue 34 item 4)."""
+default config with one setting changed."""
 
 from __future__ import annotations
 

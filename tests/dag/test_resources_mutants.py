@@ -1,4 +1,4 @@
-"""dag.resources: the GPU job count and its one line on stderr (issue 34 item 4)."""
+"""dag.resources: the GPU job count and its one line on stderr."""
 
 from grpo_dial.dag.resources import gpu_jobs
 

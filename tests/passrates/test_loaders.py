@@ -328,7 +328,7 @@ def test_the_hub_is_read_only_when_named(hub_calls: list, tmp_path: Path) -> Non
     for spec in (
         {"kind": "bigmath", "path": "open-r1/Big-Math-RL-Verified-Processed"},
         {"kind": "gsm8k_solutions", "path": "openai/gsm8k"},
-        {"kind": "bigmath", "path": "data/nothere.parquet"},  # the typo of issue 16
+        {"kind": "bigmath", "path": "data/nothere.parquet"},  # a typo'd path
     ):
         with pytest.raises(ValueError, match=f"not found: {spec['path']}") as info:
             load_passrates(spec)

@@ -112,8 +112,8 @@ def test_policy_chain_compares_adaptive_with_uniform_group_sizes(smoke):
 
 @pytest.mark.workflow
 def test_every_cell_of_every_table_of_the_smoke_run_is_one_value(smoke):
-    """Issue 34: duplicate seeds once wrote printed pandas Series into decompose/summary.csv
-    with exit code 0."""
+    """Every cell of every table is one value: never a printed pandas Series (as duplicate
+    seeds would write into decompose/summary.csv, with exit code 0)."""
     tables = [p for p in sorted(smoke.results.rglob("*")) if p.suffix in (".csv", ".parquet")]
     assert len(tables) > 20
     for path in tables:

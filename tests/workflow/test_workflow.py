@@ -104,7 +104,7 @@ def test_default_dry_run_lists_every_analysis_job():
     ("patch", "fragment"),
     [
         ({"simulate": {"steps": "many"}}, "config error at 'simulate.steps'"),
-        # the inputs of issue 28 (grpo_dial.dag.config_checks)
+        # what the schema cannot see (grpo_dial.dag.config_checks)
         ({"model": {"device": "gpu"}}, "config error at 'model.device': 'gpu' is not a torch"),
         ({"train": {"seeds": [-1]}}, "config error at 'train.seeds.0': seed -1 is out of range"),
         ({"train": {"seeds": [10**19 + 1]}}, "config error at 'train.seeds.0': seed 1000000"),
@@ -113,7 +113,7 @@ def test_default_dry_run_lists_every_analysis_job():
         ({"length_bias": {"group_size": 1}}, "config error at 'length_bias.group_size': 1 gives"),
         ({"simulat": {}}, "'simulat' was unexpected"),
         ({"theory": {"group_bias": {"anchor": 2}}}, "config error at 'theory.group_bias.anchor'"),
-        (  # the estimators' bad settings (issue 17): each names its key
+        (  # the estimators' bad settings: each names its key
             {"dials": {"x": {"preset": "lambda_grpo", "lambda_r": 0}}},
             "config error at 'dials.x.lambda_r': lambda_r must be a finite number > 0, got 0",
         ),
@@ -140,7 +140,7 @@ def test_default_dry_run_lists_every_analysis_job():
             {"passrate_tables": {"x": {"kind": "math_cot", "path": "/nope.jsonl"}}},
             "input path not found: /nope.jsonl",
         ),
-        (  # issue 16's typo: failed at the job, after a hub lookup; now at DAG build
+        (  # a typo'd path: refused at DAG build, before any hub lookup
             {"passrate_tables": {"x": {"kind": "bigmath", "path": "data/nothere.parquet"}}},
             "config error at 'passrate_tables.x.path': input path not found: data/nothere.parquet",
         ),
@@ -157,7 +157,7 @@ def test_default_dry_run_lists_every_analysis_job():
             {"real_lengths": {"math_cot": {"public": "math_cot_100"}, "tokenizer": "o/tok"}},
             "config error at 'real_lengths.tokenizer': tokenizer directory not found: o/tok",
         ),
-        # issue 34: inputs that corrupted or hung a run, or were refused only inside a job
+        # inputs that would corrupt or hang a run, or be refused only inside a job
         ({"train": {"seeds": [0, 0]}}, "config error at 'train.seeds': [0, 0] has non-unique"),
         ({"train": {"lr": float("nan")}}, "config error at 'train.lr': nan is not a finite"),
         ({"train": {"temperature": float("inf")}}, "config error at 'train.temperature': inf"),

@@ -1,4 +1,4 @@
-# The aware-tail study (issues 27, 35; docs/length-bias.md#the-aware-tail): with task `aware`, the base
+# The aware-tail study (docs/length-bias.md#the-aware-tail): with task `aware`, the base
 # policy sampled at step 0 and every run's tail by mode against the closed form (analysis/aware/runs.py),
 # reusing channel (the base sample's prompts, samples and seed; the reference arm) and
 # decompose.window_fraction. The dose-response sweep (analysis/aware/dose.py) is its own target,

@@ -18,11 +18,11 @@ checks, which unlike characters does not grow with the digits a wrong answer wri
 
 Prediction (docs/design-notes.md#the-length-bias): the wrong tails' drift rate is
 lr E[sigma^(2-alpha)] |Cov(1/|o|, s)| under the per-sequence normalizer, 0 under the constant
-one and small (<= ~0.15 of the sequence mean's at G = 8) under a token mean. Relative to GRPO
-(alpha 1, sequence) an arm's ratio is E_p[E[sigma^(2-alpha)]] / E_p[E[sigma]] over the pool's
-pass rates, 0 for `constant`, and the band [0, TOKEN_RATIO_MAX] for `token`. The ratio is for
-lr x gradient steps; AdamW rescales each arm's global gradient size, so under it the ordering
-(sequence > token > constant = 0) is the testable part.
+one and small (at most TOKEN_RATIO_MAX of the sequence mean's at G = 8) under a token mean.
+Relative to GRPO (alpha 1, sequence) an arm's ratio is E_p[E[sigma^(2-alpha)]] / E_p[E[sigma]]
+over the pool's pass rates, 0 for `constant`, and the band [0, TOKEN_RATIO_MAX] for `token`. The
+ratio is for lr x gradient steps; AdamW rescales each arm's global gradient size, so under it the
+ordering (sequence > token > constant = 0) is the testable part.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from grpo_dial.core.dial import Dial
 from grpo_dial.core.theory import expected_sigma, expected_sigma_power
 from grpo_dial.data.tasks.arithmetic_tail import channel, check_values, split_tail
 
-# docs/design-notes.md#the-length-bias: per-group token mean at G = 8, ~15 % of the sequence mean's
+# the token mean's drift bound at G = 8, as a share of the sequence mean's (docs/design-notes.md)
 TOKEN_RATIO_MAX = 0.15
 ROW_COLUMNS = (
     "group prompt_id difficulty reward truncated length tail_chars n_checks n_valued disagree "

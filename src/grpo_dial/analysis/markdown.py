@@ -1,7 +1,7 @@
 """Number formats and markdown tables of the run summary (`analysis.summary.page`).
 
 Every number is printed with enough digits to tell neighbouring arms apart (a final pass rate
-with 4 decimals: 0.9936 against 0.9918), and a missing value as "n/a", never as 0. A mean over
+with 4 decimals), and a missing value as "n/a", never as 0. A mean over
 seeds prints with its t interval from 3 seeds on and as the seeds' values below (`over_seeds`).
 """
 

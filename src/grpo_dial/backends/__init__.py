@@ -4,7 +4,7 @@ and every backend writes the same tables.
 
 - `own` (backends/own.py): the pipeline's trainer, grpo_dial.train; every dial field.
 - `trl` (backends/trl/): TRL's GRPOTrainer. `config` translates a dial into GRPOConfig and
-  refuses, by name, what TRL cannot express (standard library: the DAG build calls it);
+  refuses, by name, what TRL cannot express (no torch at import: the DAG build calls it);
   `launch` runs a job in its own process or under accelerate; `run` is the trainer; `identity`
   probes the std identity on TRL's batches; `tables` turns TRL's completion logs into the own
   trainer's tables.

@@ -1,5 +1,5 @@
 """One train job as every backend receives it: the resolved arm, the base model, the task, the
-run's settings, where its tables go and where it checkpoints (standard library only)."""
+run's settings, where its tables go and where it checkpoints (no torch at import)."""
 
 from __future__ import annotations
 

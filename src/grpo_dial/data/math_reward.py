@@ -22,8 +22,7 @@ is reported once per reference in the log and tallied, not silently scored: the 
 (`resource.setrlimit(RLIMIT_AS)`, `memory_mb`, default DEFAULT_MEMORY_MB), so a check that would
 eat the machine's memory fails alone. `MathVerifier.counts` holds the tallies (COUNT_KEYS);
 grpo_dial.train.guard books them per training step. Calls from any thread are serialized by
-a lock. Cost, on 2 shared CPU cores: about 1.3 ms per warm check, the same as math-verify called
-in-process (the pipe adds well under 0.1 ms); the worker starts in about 0.7 s on first use.
+a lock. The worker starts on first use; its cost per check: docs/real-data-and-gpu.md.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ log = logging.getLogger("grpo_dial")
 MAX_ANSWER_CHARS = 1000
 DEFAULT_CHECKER = "grpo_dial.data.math_reward:math_verify_check"
 STARTUP_TIMEOUT = 300.0  # seconds for a worker to import math-verify (slow shared machines)
-DEFAULT_MEMORY_MB = 4096  # the worker's address-space limit (warm math-verify: ~65 MiB of it)
+DEFAULT_MEMORY_MB = 4096  # the worker's address-space limit, in MiB
 STATUS_COUNT = {  # Check.status -> its tally
     "no_answer": "no_answer", "timeout": "timeouts", "error": "errors", "crash": "crashes",
     "bad_reference": "bad_references",

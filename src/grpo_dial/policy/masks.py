@@ -12,9 +12,9 @@ def weight_masks(model, tokenizer, weights: str) -> list:
     (data/tasks/aware.MODES) in the input embedding (with tied embeddings also their output rows).
     As inputs, "~" reaches only estimate-mode responses (no prompt holds one) and "=" mostly
     compute-mode ones (every prompt ends in "="); as outputs both rows score a token the trained
-    tail hardly emits. So K_ec is a small share of K_ee and K_cc (on the sweep's base 0.012 against
-    0.059 and 0.071; every weight: 61.9 against 62.1 and 61.8): one mode's tail moves without
-    dragging the other's (analysis/aware_sweep's docstring)."""
+    tail hardly emits. So K_ec is a small share of K_ee and K_cc, where on every weight the three
+    are nearly equal: one mode's tail moves without dragging the other's (analysis/aware/dose.py's
+    docstring)."""
     import torch
 
     from grpo_dial.data.tasks.aware import MODES

@@ -74,7 +74,7 @@ class PolicySpec:
     """Shape of the tiny Llama. The default is 3 x 128 (about 0.6 M parameters)."""
 
     n_layers: int = _opt(
-        3, "Transformer blocks. 3 learns multi-operand arithmetic in minutes on 2 CPU cores."
+        3, "Transformer blocks."
     )
     hidden_size: int = _opt(
         128, "Width of the residual stream; must be divisible by n_heads. Cost grows ~ width^2."

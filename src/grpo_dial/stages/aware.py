@@ -1,5 +1,5 @@
-"""Rule file aware.smk: the aware-tail runs against the closed form (issues 27, 35;
-analysis/aware/runs.py per run, analysis/aware/seeds.py over seeds).
+"""Rule file aware.smk: the aware-tail runs against the closed form
+(analysis/aware/runs.py per run, analysis/aware/seeds.py over seeds).
 
 `aware_base` samples the base policy at step 0 (before any update) and measures its tangent kernel
 of the tail; `aware_summary` reads every run's responses and steps and writes the per-step table,

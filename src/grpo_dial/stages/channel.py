@@ -1,4 +1,4 @@
-"""Rule file channel.smk: the checking tail's channel and the tail drift of every dial (issue 13).
+"""Rule file channel.smk: the checking tail's channel and the tail drift of every dial.
 
 `channel_samples` samples a policy (the base, or a run's final weights) on the training pool and
 parses each response's tail; `channel_summary` gathers the channel per policy, the tail's

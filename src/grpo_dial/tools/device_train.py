@@ -98,7 +98,7 @@ def arithmetic_policy(device: Device, tiny: bool, directory: Path) -> tuple[obje
     spec = PolicySpec(n_layers=1, hidden_size=64, n_heads=2, intermediate_size=128,
                       max_position_embeddings=64) if tiny else PolicySpec()  # fmt: skip
     model = build_tiny_llama(spec, tokenizer, seed=0).to(device.name)
-    steps, batch, lr = (60, 32, 5e-3) if tiny else (300, 64, 3e-3)  # tiny: ~0.25 right
+    steps, batch, lr = (60, 32, 5e-3) if tiny else (300, 64, 3e-3)
     config = WarmStartConfig(
         steps=steps, batch_size=batch, lr=lr, warmup_steps=10, corpus_size=2000,
         style_weights={"terse": 1.0}, progress=False,

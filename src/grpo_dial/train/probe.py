@@ -24,8 +24,8 @@ G + 1 backward passes per group through one forward of the group, and it accumul
 sums it needs, lhs = sum_i (A_i / G) s_i and c (s+ - s-) = sum_i gamma_i s_i, gamma_i = c / k
 (correct) or -c / (G - k), in float64 per parameter as each s_i arrives (`score_sums`): its
 peak is the group's autograd graph plus ~20 B per parameter (two float64 sums and one float32
-gradient), not G float64 copies of the gradient (SmolLM2-135M: 2.7 GB instead of 8.6 GB at G
-= 8; tests/train/test_probe.py measures it).
+gradient), not G float64 copies of the gradient (tests/train/test_probe.py checks the peak;
+docs/performance.md gives SmolLM2-135M's).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The bridge to real models: how hard GRPO's 1/|o| would push a real model's lengths (issue 27).
+"""The bridge to real models: how hard GRPO's 1/|o| would push a real model's lengths.
 
 Input: several scored samples of one model per prompt (math_cot_100: 8 Qwen2.5-Math responses per
 MATH problem; any responses table with problem_id, correct and a length). Per problem (a group of
@@ -7,10 +7,10 @@ G responses, k correct, p = k/G):
   auc        within-group AUC of length for being wrong (analysis/channel.within_group_auc):
              0.5 = length says nothing about correctness inside a group (a blind length policy,
              which the 1/|o| normalizer cannot move); awareness a = 2 auc - 1.
-  pressure   the normalizer's own push (analysis/length_pressure.step_pressure, one step, GRPO's
-             advantages (r - mean) / std recomputed, sample std as TRL): P_wrong, P_correct and
-             P_net in length units per unit of |advantage|, what 1/|o| adds beyond a
-             length-neutral weight of the same mean.
+  pressure   the normalizer's own push (analysis/length_bias/pressure.step_pressure, one step,
+             GRPO's advantages (r - mean) / std recomputed, sample std as TRL): P_wrong,
+             P_correct and P_net in length units per unit of |advantage|, what 1/|o| adds
+             beyond a length-neutral weight of the same mean.
   u_wrong, u_correct
              the closed form (core/length_drift.tail_drift, per-sequence mean, alpha 1) per group
              and unit learning rate, at the problems' pass rates, awareness a and a geometric

@@ -1,4 +1,4 @@
-"""The aware tail's dose-response: the closed form tested across awareness (issue 35).
+"""The aware tail's dose-response: the closed form tested across awareness.
 
 Levels (LEVELS, analysis/aware/grid.py): the mode's accuracies (P(right | "="), P(right | "~"))
 = (0.5, 0.5), (0.6, 0.4), (0.7, 0.3), (0.8, 0.2), (0.9, 0.1) at estimate rate 1/2: pass rate 1/2
@@ -17,25 +17,23 @@ theta_m), and one SGD step would move the tails by
 K = the kernel of J (K_ee = J_~ . J_~, K_ec = J_~ . J_=, K_cc = J_= . J_=; k_diff = |J_~ - J_=|^2,
 the part that can move one mode against the other) and E[u] the closed form
 (core/length_drift.tail_drift) at the level's p and a and the base tails. Over S updates at the base
-state (in `sweep_runs` S is the mean count behind the last window's samples, aware.window_updates:
-53.5 for the last 12 of 60 steps): a first-order prediction, in theta; in tokens dT = T_base dtheta
+state (in `sweep_runs` S is the mean count of updates behind the last window's samples,
+aware.window_updates): a first-order prediction, in theta; in tokens dT = T_base dtheta
 (E[T] = e^theta), in L = log(1 + T): dL = q dtheta (q = T / (1 + T)). `sgd_rate` sizes SGD's
 learning rate so that this predicts a contrast of SGD_TARGET (theta) for the reference arm at the
 reference level: the closed form's magnitude can then be read off the runs directly. Which weights
 SGD moves is the config's `aware_sweep.sgd_weights` (policy.masks.weight_masks), and J, K and
-the rate are those weights' (`kernel_of`): on every weight K's common direction is ~300x its
-contrast direction (K_ee 62.1, K_ec 61.9, K_cc 61.8), so the sized rate lets batch noise carry both
-tails to the cap; on the mode markers' embedding rows alone K_ec is a fifth of K_ee and K_cc, and
-the same sizing gives stable runs. AdamW's rate is sized from the same
+the rate are those weights' (`kernel_of`): where K's common direction (K_ec) dwarfs its
+contrast direction (k_diff), the sized rate lets batch noise along the common direction carry both
+tails to the cap (docs/length-bias.md#the-aware-tail). AdamW's rate is sized from the same
 kernel: its first step moves every weight by about lr, so the tail's continue logit by up to
 lr |J|_1, the same in both modes (the common direction dominates J); lr_adam = ADAM_STEP / |J|_1
-keeps that move at ADAM_STEP. At the 0.005 - 0.01 of the aware study (|J|_1 about 180) it is
-0.9 - 1.8 per step, and both modes' tails run to the cap or to nothing within tens of steps.
+keeps that move at ADAM_STEP.
 
 Adam (`push_snr`): each coordinate's step is about lr E[g] / sqrt(E[g^2]), so the prediction is
-the push's signal-to-noise ratio per batch (analysis/aware_sim.push_moments, common random numbers
-across arms; the forced core rounded to whole tokens), which sets the drift's size up to a scale
-the transformer's many coordinates set; `pred_adam` is that drift if theta_m were one Adam
+the push's signal-to-noise ratio per batch (analysis/aware/tabular.push_moments, common random
+numbers across arms; the forced core rounded to whole tokens), which sets the drift's size up to
+a scale the transformer's many coordinates set; `pred_adam` is that drift if theta_m were one Adam
 coordinate: S lr snr / sqrt(1 + snr^2) per mode.
 
 The tail-frozen control (FROZEN): the reference arm's sampling and rewards with zero loss weight

@@ -1,13 +1,12 @@
-"""The aware tail's dose-response on the transformer (issue 35; the sweep:
-analysis/aware/dose.py): sampling the base policy, the tail kernel by autograd, and training a
-sweep cell.
+"""The aware tail's dose-response on the transformer (the sweep: analysis/aware/dose.py):
+sampling the base policy, the tail kernel by autograd, and training a sweep cell.
 
 The base policy at step 0 (`base_responses`): responses of the base sampled as the trainer
 samples them (the task's forced cores). `special_mass` is the softmax mass the sampler masks
 (pad, bos, unk; policy/rollout/sample.py) at the tokens it drew. `tail_kernel`: the kernel K of
-the modes' continue-logit gradients J at the base (analysis/aware_sweep's docstring). `train_cell`:
-every seed of one arm trained at one level with the trainer's own step; the tail-frozen control at
-learning rate 0 (analysis/aware/dose.py's docstring).
+the modes' continue-logit gradients J at the base (analysis/aware/dose.py's docstring).
+`train_cell`: every seed of one arm trained at one level with the trainer's own step; the
+tail-frozen control at learning rate 0 (analysis/aware/dose.py's docstring).
 """
 
 from __future__ import annotations

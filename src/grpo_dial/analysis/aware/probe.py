@@ -1,11 +1,11 @@
 """The aware tail's one-step probe: SGD's expected first step through the transformer, measured
-at the base policy, against the closed form through the tail kernel (issue 35).
+at the base policy, against the closed form through the tail kernel.
 
 Why. The dose-response sweep's SGD rate is sized so that the closed form through the kernel moves
-the contrast readably (analysis/aware_sweep.sgd_rate); but the kernel's common direction (K_ee,
-K_ec, K_cc ~ 62) is ~300 times its contrast direction (k_diff ~ 0.2), so at that rate the batch
-noise along the common direction carries both tails into the nonlinear regime (to the generation
-cap) within tens of steps. The probe needs no run: the first step's expectation is linear.
+the contrast readably (analysis/aware/dose.sgd_rate); but where the kernel's common direction
+(K_ee, K_ec, K_cc) dwarfs its contrast direction (k_diff), at that rate the batch noise along the
+common direction carries both tails into the nonlinear regime (to the generation cap) within tens
+of steps. The probe needs no run: the first step's expectation is linear.
 
 What. For one arm at one awareness level, B batches are drawn at the base policy by the trainer's
 own step (train.loop.run_step: the level's task, the forced core, prompts_per_step x group_size,
@@ -39,7 +39,7 @@ import pandas as pd
 
 from grpo_dial.analysis.seed_stats import t_interval
 
-PROBE_BATCHES = 200  # batches per (level, arm): ~0.1 s each on one CPU core
+PROBE_BATCHES = 200  # batches per (level, arm), each one forward and backward of the policy
 QUANTITIES = ("wrong", "correct", "contrast")  # dtheta_~, dtheta_=, their difference
 PROBE_COLUMNS = (
     "optimizer level a dial quantity n_batches mean se sd lo hi predicted ratio clipped_mean "

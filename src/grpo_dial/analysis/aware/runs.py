@@ -1,4 +1,4 @@
-"""The aware-tail runs against the closed form (issues 27, 35; task data/tasks/aware.py).
+"""The aware-tail runs against the closed form (task data/tasks/aware.py).
 
 Lengths are tokens throughout. Per step of a run (`step_table`, first-round responses of
 responses.parquet): the tail T = |o| minus the forced core's tokens (the logged `prefix`, one token
@@ -25,9 +25,9 @@ constant), its std power, ddof and eps. With SGD on a tabular theta = log E[T | 
 expected step is lr x tail_drift (`pred_wrong` = lr x steps x E[u_w] at the base state): the
 closed form's magnitude is an SGD prediction. Under Adam each coordinate's step is about
 lr E[g] / sqrt(E[g^2]): the prediction is the push's signal-to-noise ratio, E[g] / sd(g) of one
-batch's gradient (analysis/aware_sim.push_moments, Monte Carlo through the trainer's own
+batch's gradient (analysis/aware/tabular.push_moments, Monte Carlo through the trainer's own
 advantage and normalizer code), and `ratio_snr` is an arm's SNR over the reference arm's
-(analysis/aware_seeds.drift_table).
+(analysis/aware/seeds.drift_table).
 
 Over seeds: analysis/aware/seeds.py; the summary lines: analysis/aware/section.py.
 """

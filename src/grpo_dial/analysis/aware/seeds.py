@@ -1,5 +1,5 @@
 """The aware-tail runs over seeds: the drift, truncation and decomposition tables and the rank
-tests behind them (issues 27, 35; per run: analysis/aware/runs.py).
+tests behind them (per run: analysis/aware/runs.py).
 
 Over seeds (`drift_table`): the mean with its Student-t interval at 90 % (seed_stats.t_interval,
 none below 3 seeds); beside it, tests that do not assume a normal mean, since take-off is

@@ -228,7 +228,7 @@ def step_update(
 
 @contextmanager
 def _one_torch_thread() -> Iterator[None]:
-    """Run torch single-threaded, then restore: its parallel CPU sort (inside torch.unique) is ~100x
+    """Run torch single-threaded, then restore: its parallel CPU sort (inside torch.unique) is
     slower than one thread on these small (J*G,) tensors when the cores are shared."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)

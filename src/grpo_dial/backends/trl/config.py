@@ -1,4 +1,4 @@
-"""An arm's dial as TRL's GRPOConfig, or the one field TRL cannot express; standard library only.
+"""An arm's dial as TRL's GRPOConfig, or the one field TRL cannot express; no torch at import.
 
 `train.backend: trl` (or an arm's own `backend: trl`) trains the arm with TRL's GRPOTrainer
 (grpo_dial.backends.trl.run). Its dial translates field by field (TRL 1.16, grpo_trainer.py

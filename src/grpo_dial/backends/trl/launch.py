@@ -15,7 +15,7 @@ per GPU, each on cuda:<LOCAL_RANK>; with train.trl.processes = N > 1 on the CPU
 
 N CPU processes over torch.distributed's gloo (TRL's use_cpu; accelerate's --cpu would start
 one), each with the job's threads / N torch threads. `launch_command` is the line as text,
-standard library only, for the rule's message at DAG build; the job adds a free
+without torch, for the rule's message at DAG build; the job adds a free
 --main_process_port, so jobs on one machine do not share a rendezvous. `TrlLaunch` defines
 train.trl's keys once (default, range, help): the config schema's train.trl block is generated
 from it (grpo_dial.dag.schema) and `launch_settings` fills a partial mapping from it.

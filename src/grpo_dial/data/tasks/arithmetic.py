@@ -105,9 +105,9 @@ class ArithmeticTask:
     tail_checks: int = _opt(
         0,
         f"Most re-computation checks after the answer in a demonstration (0..{MAX_TAIL_CHECKS}; "
-        "0 = no tail, the original task). Each demonstration draws 0..tail_checks uniformly, blind "
+        "0 = no tail). Each demonstration draws 0..tail_checks uniformly, blind "
         "to correctness; the verdict never reads the tail, so it is the free-length channel on "
-        "which the 1/|o| length bias can act (issue 13). Raise max_new_tokens to fit it.",
+        "which the 1/|o| length bias can act. Raise max_new_tokens to fit it.",
     )
 
     def __post_init__(self) -> None:

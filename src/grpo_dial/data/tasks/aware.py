@@ -1,4 +1,4 @@
-"""The aware-tail task: a tail that can know it is wrong, by construction (issue 27).
+"""The aware-tail task: a tail that can know it is wrong, by construction.
 
 A response is  mode  answer  tail:
     mode    "=" (compute) or "~" (estimate), drawn by the task: "~" with probability estimate_rate

@@ -217,7 +217,7 @@ def generate_groups(
 
 def decode_texts(tokenizer, rows: list[list[int]]) -> list[str]:
     """tokenizer.batch_decode(rows, skip_special_tokens=False), straight through the Rust backend
-    of a fast tokenizer when no Python-side clean-up applies (the same strings, ~5x faster)."""
+    of a fast tokenizer when no Python-side clean-up applies (the same strings, faster)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
         return tokenizer.batch_decode(rows, skip_special_tokens=False)
