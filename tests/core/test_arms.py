@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_dial.core.dial import (
-    ARM_KEYS,
-    SETTING_KEYS,
-    Allocation,
-    Dial,
-    dial_keys,
-    preset,
-    read_arm,
-)
+from grpo_dial.core.allocation import SETTING_KEYS, Allocation
+from grpo_dial.core.dial import ARM_KEYS, Dial, dial_keys, preset, read_arm
 from grpo_dial.dag.schema import read_schema
 
 SCHEMA = Path(__file__).parents[2] / "workflow" / "schemas" / "config.schema.yaml"

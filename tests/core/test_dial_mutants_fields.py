@@ -2,7 +2,8 @@
 
 import pytest
 
-from grpo_dial.core.dial import Allocation, Arm, Dial, arm_fields, arm_from_fields, read_arm
+from grpo_dial.core.allocation import Allocation
+from grpo_dial.core.dial import Arm, Dial, arm_fields, arm_from_fields, read_arm
 
 
 def test_an_arm_round_trips_through_its_fields():

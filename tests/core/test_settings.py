@@ -9,7 +9,8 @@ import math
 import jsonschema
 import pytest
 
-from grpo_dial.core.dial import ALLOCATION_SETTINGS, Dial, dial_settings
+from grpo_dial.core.allocation import ALLOCATION_SETTINGS
+from grpo_dial.core.dial import Dial, dial_settings
 from grpo_dial.core.settings import Setting
 
 

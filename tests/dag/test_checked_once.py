@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from grpo_dial.core import settings
-from grpo_dial.core.dial import ALLOCATION_SETTINGS, dial_settings
+from grpo_dial.core.allocation import ALLOCATION_SETTINGS
+from grpo_dial.core.dial import dial_settings
 from grpo_dial.dag import arms as dag_arms
 from grpo_dial.dag.plan import open_plan
 

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from grpo_dial.core.dial import Allocation
+from grpo_dial.core.allocation import Allocation
 from grpo_dial.dag.config_checks import file_problem, value_problem
 from grpo_dial.dag.schema import config_error, dial_entry_schema, read_schema
 

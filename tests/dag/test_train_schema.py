@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from grpo_dial.backends.trl.launch import TrlLaunch, launch_settings
+from grpo_dial.backends.trl.settings import TrlLaunch, launch_settings
 from grpo_dial.core.dial import BACKEND_SETTING
 from grpo_dial.core.settings import setting
 from grpo_dial.dag import plan

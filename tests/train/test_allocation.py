@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_dial.core import advantage, theory
+from grpo_dial.core.allocation import Allocation
 from grpo_dial.core.bands import PASS_RATE_BANDS
-from grpo_dial.core.dial import Allocation, preset
+from grpo_dial.core.dial import preset
 from grpo_dial.policy.model import load_policy
 from grpo_dial.policy.rollout import generate_groups
 from grpo_dial.train import checkpoint

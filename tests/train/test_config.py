@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from grpo_dial.core.dial import Allocation
+from grpo_dial.core.allocation import Allocation
 from grpo_dial.train.config import RESUME_FREE, TrainConfig
 
 

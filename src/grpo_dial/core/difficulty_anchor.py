@@ -12,7 +12,7 @@ reward), C_t^- the anchor step t is weighed against, C_t^+ the belief after it:
 - 'released', the authors' code (github yangfengkai/HA-DW, `ray_trainer.py` keeps a deque of the
   last k batch accuracies, appended before the advantages; `core_algos.py` compares each group
   with their mean): C_t^- = mean(y_{t-k+1..t}), the current batch included; eta unused.
-- 'batch_std', this project's earlier reading: the paper's update with sigma_t the std of the last
+- 'batch_std': the paper's update with sigma_t the std of the last
   m batch *accuracies* y_{t-m+1..t} (current included) instead of the beliefs.
 
 The state keeps C_{t-1}^+ and the last m values the rule needs (beliefs for 'paper', accuracies

@@ -90,7 +90,7 @@ def _lambda_clash(dial: Any) -> str | None:
         "lambda_r": Setting(
             1 / 9,
             "r > 0 of lambda-GRPO's lift h = 1 + r z of the standardized length z; 1/9 is the "
-            "paper's r (arXiv 2510.06870), 0.25 this project's earlier default. |z| <= "
+            "paper's r (arXiv 2510.06870); a larger r leans harder on length. |z| <= "
             "sqrt(G - 1) in a group of G, so r < 1/sqrt(G - 1) keeps h > 0 (1/9: G <= 81); a "
             "smaller h is floored at 1e-3.",
             kind=float, low=0.0, low_open=True,
@@ -219,7 +219,7 @@ def _anchor_log(dial: Any, inputs: Mapping, batch: Any) -> dict[str, float]:
             "8-11: eta_t = eta sigma_t, sigma_t the std of the previous m beliefs, the running "
             "mean of the accuracies as warm-up for the first m steps), 'released' (the authors' "
             "code: the mean of the last m batch accuracies, the current one included), "
-            "'batch_std' (this project's earlier reading: sigma_t over the last m accuracies).",
+            "'batch_std' (sigma_t the std of the last m accuracies instead of the beliefs).",
             choices=FORMS,
         ),
         "anchor_rate": Setting(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from grpo_dial.core.dial import Allocation, Arm, arm_fields, read_arm
+from grpo_dial.core.allocation import Allocation
+from grpo_dial.core.dial import Arm, arm_fields, read_arm
 from grpo_dial.core.estimators import active_estimators
 from grpo_dial.core.settings import SettingError
 from grpo_dial.dag import fail

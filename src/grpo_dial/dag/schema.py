@@ -13,14 +13,9 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from grpo_dial.backends.trl.launch import TrlLaunch
-from grpo_dial.core.dial import (
-    ALLOCATION_SETTINGS,
-    BACKEND_SETTING,
-    PRESETS,
-    SETTING_KEYS,
-    dial_settings,
-)
+from grpo_dial.backends.trl.settings import TrlLaunch
+from grpo_dial.core.allocation import ALLOCATION_SETTINGS, SETTING_KEYS
+from grpo_dial.core.dial import BACKEND_SETTING, PRESETS, dial_settings
 from grpo_dial.core.settings import dataclass_settings
 from grpo_dial.dag import ConfigError
 from grpo_dial.train.config import config_settings
@@ -47,7 +42,7 @@ def _with_defaults(validator_class: type) -> type:
 
 def allocation_schema(*, with_defaults: bool) -> dict:
     """The schema of an allocation mapping (train.allocation with its defaults; an arm's own
-    `allocation` without), from core.dial.Allocation's field settings."""
+    `allocation` without), from core.allocation.Allocation's field settings."""
     return {
         "type": "object",
         "additionalProperties": False,
@@ -92,10 +87,10 @@ def train_schema() -> dict:
 
 
 def read_schema(path: str | Path) -> dict:
-    """The JSON schema of the config (YAML, safe loader: libyaml's, 5x faster on this 35 kB file
-    that every snakemake call reads) with its generated parts: a dial entry's properties,
+    """The JSON schema of the config (YAML, safe loader: libyaml's where installed, since every
+    snakemake call reads it) with its generated parts: a dial entry's properties,
     train.allocation's, and every train property that is a TrainConfig field (`dial_entry_schema`,
-    `allocation_schema`, `train_schema`), train.trl's (backends.trl.launch.TrlLaunch) and
+    `allocation_schema`, `train_schema`), train.trl's (backends.trl.settings.TrlLaunch) and
     train.backend's choices and default (core.dial.BACKEND_SETTING, the file keeps its text)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML has it
     schema = yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 (a safe loader)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from grpo_dial.core.allocation import Allocation
 from grpo_dial.core.checks import is_real
 from grpo_dial.core.checks import opt as _opt
-from grpo_dial.core.dial import Allocation
 from grpo_dial.core.settings import Setting, check_settings, dataclass_settings, setting
 
 OPTIMIZERS = ("adamw", "sgd")
@@ -235,7 +235,7 @@ class TrainConfig:
     )  # fmt: skip
     gradient_checkpointing: bool = setting(
         False,
-        "Recompute activations in backward (less memory, ~30% more compute) for long responses "
+        "Recompute activations in backward (less memory, one more forward pass) for long responses "
         "or big models.",
         kind=bool,
     )

@@ -16,9 +16,8 @@ per GPU, each on cuda:<LOCAL_RANK>; with train.trl.processes = N > 1 on the CPU
 N CPU processes over torch.distributed's gloo (TRL's use_cpu; accelerate's --cpu would start
 one), each with the job's threads / N torch threads. `launch_command` is the line as text,
 without torch, for the rule's message at DAG build; the job adds a free
---main_process_port, so jobs on one machine do not share a rendezvous. `TrlLaunch` defines
-train.trl's keys once (default, range, help): the config schema's train.trl block is generated
-from it (grpo_dial.dag.schema) and `launch_settings` fills a partial mapping from it.
+--main_process_port, so jobs on one machine do not share a rendezvous. train.trl's keys are
+defined once in backends/trl/settings.py.
 """
 
 from __future__ import annotations
@@ -29,59 +28,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from grpo_dial.backends.job import Job
-from grpo_dial.core.settings import check_settings, setting
+from grpo_dial.backends.trl.settings import launch_settings
 
 JOB = "trl_job.json"
-
-
-@dataclass(frozen=True)
-class TrlLaunch:
-    """How a trl-backend train job is launched: the config's train.trl (docs/backends.md)."""
-
-    gpus: int = setting(
-        1,
-        "GPUs one TRL run spans (accelerate launch --num_processes); the job asks its profile "
-        "for this many (resource gpu). Ignored on the CPU.",
-        kind=int, low=1,
-    )  # fmt: skip
-    processes: int = setting(
-        1,
-        "CPU processes one TRL run spans (torch.distributed over gloo, accelerate launch "
-        "--multi_gpu --num_processes N on the CPU), sharing the job's threads; give the job as "
-        "many CPUs (cpus_per_task). Ignored on CUDA (gpus).",
-        kind=int, low=1,
-    )  # fmt: skip
-    accelerate_config: str | None = setting(
-        None,
-        "An accelerate config file for GPU runs, e.g. config/accelerate/zero2.yaml or "
-        "zero3.yaml (DeepSpeed ZeRO-2 / ZeRO-3, for a model whose optimizer state does not fit "
-        "one GPU); null = plain data parallel.",
-        kind=str, nullable=True,
-    )  # fmt: skip
-    vllm: str = setting(
-        "auto",
-        "auto = vLLM colocate generation when vllm is installed and the device is CUDA (faster "
-        "sampling); off = generate with transformers (the own backend's sampler).",
-        choices=("auto", "off"),
-    )  # fmt: skip
-    vllm_gpu_memory_utilization: float = setting(
-        0.3,
-        "Share of each GPU's memory vLLM may take in colocate mode; raise it when the policy "
-        "and its optimizer leave room, lower it on an out-of-memory error.",
-        kind=float, low=0.0, low_open=True, high=1.0,
-    )  # fmt: skip
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-
-
-def launch_settings(trl: Mapping | None) -> dict:
-    """train.trl with every key it leaves out at TrlLaunch's default, each value checked."""
-    return asdict(TrlLaunch(**(trl or {})))
 
 
 def launch_command(trl: Mapping, device: str, job: str = f"<checkpoint_dir>/{JOB}") -> str:

@@ -167,7 +167,7 @@ def trl_train(
 
     from grpo_dial.backends.trl import tables as trl_tables
     from grpo_dial.backends.trl.identity import IdentityProbe, identity_table, probing_trainer
-    from grpo_dial.backends.trl.launch import launch_settings
+    from grpo_dial.backends.trl.settings import launch_settings
     from grpo_dial.policy.model import autocast, load_policy
     from grpo_dial.policy.rollout import eos_ids
     from grpo_dial.tables import write_table
