@@ -58,7 +58,7 @@ def _base_sample(model, tokenizer, params: Mapping):
 def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware/base_responses.parquet (the base policy's responses at step 0, as a run's responses
     table), aware/base.csv (their one-row step table and the masked special tokens' mass) and
-    aware/kernel.csv (analysis/aware_sweep_train.tail_kernel)."""
+    aware/kernel.csv (analysis.aware.kernel.tail_kernel)."""
     from grpo_dial.analysis.aware.kernel import special_mass, tail_kernel
     from grpo_dial.analysis.aware.runs import step_table
     from grpo_dial.policy.model import load_policy
