@@ -156,3 +156,14 @@ def test_trl_accepts_the_engines_keywords():
         args = trl.GRPOConfig(output_dir="unused", use_cpu=True, report_to="none", **kw)
         assert args.scale_rewards == kw["scale_rewards"] and args.loss_type == kw["loss_type"]
         assert args.importance_sampling_level == kw["importance_sampling_level"]
+
+
+def test_in_process_training_is_the_own_trainers_alone():
+    """backends.in_process: the own trainer's in-process cells for an own arm; any other backend
+    refused in one line naming it."""
+    from grpo_dial.backends import in_process, own_cells
+    from grpo_dial.core.dial import read_arm
+
+    assert in_process(read_arm({"preset": "grpo"})) is own_cells
+    with pytest.raises(ValueError, match="^backend 'trl': the aware sweep's cells and probe"):
+        in_process(read_arm({"preset": "grpo", "std_ddof": 1, "eps": 1e-4}, backend="trl"))

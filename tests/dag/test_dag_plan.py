@@ -102,3 +102,22 @@ def test_the_plan_names_each_arms_backend_and_refuses_what_trl_cannot_train(tmp_
         "group_size = 'adaptive': TRL gives every prompt num_generations responses (backend: own "
         "can; config/trl.yaml restates the default's arms for TRL)"
     )
+
+
+def test_an_aware_study_arm_on_trl_is_refused_by_name(tmp_path):
+    """The aware study's sweep cells and probe train in one process on the own trainer
+    (backends.in_process): an arm on trl is refused at DAG build, naming the arm and its backend,
+    not scheduled and trained on the own trainer without a word."""
+    config = yaml.safe_load((ROOT / "config" / "length_aware.yaml").read_text())
+    config["results_dir"] = str(tmp_path / "results")
+    config["resources_dir"] = str(tmp_path / "resources")
+    config["dials"] = {"grpo": {"preset": "grpo"}}
+    validate_config(config, SCHEMA)
+    assert build_plan(copy.deepcopy(config), ROOT, tmp_path).aware_enabled
+    config["dials"]["grpo_trl"] = {"preset": "grpo", "std_ddof": 1, "eps": 1e-4, "backend": "trl"}
+    with pytest.raises(ConfigError) as refused:
+        build_plan(config, ROOT, tmp_path)
+    assert str(refused.value) == (
+        "config error at 'dials.grpo_trl.backend': the aware study trains its sweep cells and "
+        "probe in one process on the own trainer, not on 'trl'; set backend: own"
+    )

@@ -170,8 +170,9 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     aware = policy_enabled and config["task"]["name"] == "aware"
     if aware and (off := [n for n, a in arms.items() if a.backend != "own"]):
         raise ConfigError(
-            f"dials.{off[0]}.backend = {arms[off[0]].backend!r}: the aware study trains its "
-            "sweep cells and probe in one process on the own trainer; set backend: own"
+            f"config error at 'dials.{off[0]}.backend': the aware study trains its sweep cells "
+            f"and probe in one process on the own trainer, not on {arms[off[0]].backend!r}; set "
+            "backend: own"
         )
     pairs = arm_checks.allocation_pairs(arms) if policy_enabled else {}
     runs_external = [
