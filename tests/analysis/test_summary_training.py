@@ -104,7 +104,7 @@ def test_trained_sections_come_and_go_with_their_tables():
     row = "| GRPO | sequence | 2 | 2.72 [2.42, 3.01] | 1.82 [1.50, 2.10] | +4.6 [+4.3, +4.9] |"
     assert row in text
     assert "Across 12 runs the Spearman correlation between pressure and inflation is 0.11" in text
-    assert "| DAPO | lambda | 0.100 -> 0.400 |" in text  # first -> last logged step
+    assert "| DAPO | lambda-GRPO (learnable): lambda | 0.100 -> 0.400 |" in text  # first -> last
     steps["lambda"] = np.nan  # no arm logs an estimator quantity: no section
     text = summary_markdown(dict(tables, **{"decompose/all_identity.parquet": identity.iloc[:0]}))
     assert "## Estimators" not in text and "## Identity on the trained model" not in text

@@ -221,7 +221,7 @@ def test_precision_and_attention_errors_are_one_line(bpe_llama):
         autocast("fp16", "cpu")
     with pytest.raises(ValueError, match="precision='fp16' is not valid"):
         TrainConfig(precision="fp16")
-    with pytest.raises(ValueError, match="gradient_checkpointing must be a bool"):
+    with pytest.raises(ValueError, match="gradient_checkpointing must be true or false"):
         TrainConfig(gradient_checkpointing="yes")
     with pytest.raises(ValueError, match="flash_attention_2") as info:
         load_policy(str(bpe_llama), attn_implementation="flash_attention_2")
