@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 import yaml
 
 from grpo_dial.tools.cli import main
@@ -116,3 +117,27 @@ def test_length_bias_stage_runs_outside_snakemake(tmp_path):
     assert main([*args, "--output", *(f"{n}={p}" for n, p in outputs.items())]) == 0
     summary = pd.read_csv(outputs["summary"])
     assert set(summary["arm"]) == {"grpo", "dr_grpo"}
+
+
+def test_version_prints_the_installed_version_and_exits_0(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"grpo-dial {version('grpo-dial')}\n"
+
+
+def test_version_falls_back_to_the_package_when_not_installed(capsys, monkeypatch):
+    import importlib.metadata
+
+    import grpo_dial
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"grpo-dial {grpo_dial.__version__}\n"

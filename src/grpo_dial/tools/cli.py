@@ -1,6 +1,7 @@
 """The `grpo-dial` command: quick closed-form answers and any pipeline stage outside Snakemake.
 
 grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
+grpo-dial --version                                 the installed version
 grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
 grpo-dial bench --workload fixed free --steps 20     our GRPO step against TRL's GRPOTrainer
 grpo-dial memory --configfile config/gpu.yaml        predicted peak GPU memory of a config
@@ -17,6 +18,18 @@ from pathlib import Path
 import yaml
 
 from grpo_dial.stages.registry import RULES, stage_for
+
+
+def _version() -> str:
+    """The installed distribution's version, else the package's own (a source checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("grpo-dial")
+    except metadata.PackageNotFoundError:
+        from grpo_dial import __version__
+
+        return __version__
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -163,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
     p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")
