@@ -141,3 +141,34 @@ def test_version_falls_back_to_the_package_when_not_installed(capsys, monkeypatc
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out == f"grpo-dial {grpo_dial.__version__}\n"
+
+
+def _subcommands():
+    import argparse
+
+    from grpo_dial.tools.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_every_subcommand_shows_its_options_defaults_in_help():
+    for name, parser in _subcommands().items():
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, "==SUPPRESS=="):
+                continue
+            if action.default is False or action.default == []:
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help"
+            default = action.default
+            shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+            assert f"(default: {shown})" in text, f"{name} {action.option_strings[0]}"
+    plan_help = " ".join(_subcommands()["plan"].format_help().split())
+    assert "(default: 0.9)" in plan_help and "(default: 8)" in plan_help
+
+
+def test_diagnose_format_help_lists_its_choices():
+    text = " ".join(_subcommands()["diagnose"].format_help().split())
+    assert "trl, verl, generic" in text

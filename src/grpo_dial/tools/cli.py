@@ -172,6 +172,25 @@ def memory(args: argparse.Namespace) -> None:
         print(f"{name:<17} peak {part['peak'] / GIB:6.2f} GiB ({detail} GiB)  {fits}")
 
 
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Each option's help ends with "(default: ...)", unless it has none (None, a flag's False,
+    an empty list) or its help already says what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text, default = action.help or "", action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or (isinstance(default, list | tuple) and not default)
+            or "default" in text
+        ):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, list | tuple) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -180,8 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
     p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")
-    p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps")
-    p_plan.add_argument("--group-size", type=int, default=8, help="G to report silent rate at")
+    p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps, in (0, 1)")
+    p_plan.add_argument(
+        "--group-size", type=int, default=8, help="G (>= 1) to report silent rate at"
+    )
     p_plan.set_defaults(func=plan)
     p_diag = sub.add_parser(
         "diagnose", help="quick look at a run logged by TRL, verl or any trainer"
@@ -189,7 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_diag.add_argument(
         "directory", help="TRL output_dir, verl rollout_data_dir, or a generic file"
     )
-    p_diag.add_argument("--format", choices=("trl", "verl", "generic"), required=True)
+    p_diag.add_argument(
+        "--format",
+        choices=("trl", "verl", "generic"),
+        required=True,
+        help="who wrote the run, one of %(choices)s",
+    )
     p_diag.add_argument(
         "--out", help="where tables and the figure go (default ./grpo-dial-<run name>, fresh)"
     )
@@ -226,8 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_diag.set_defaults(func=diagnose)
     p_stage = sub.add_parser("stage", help="run one pipeline stage outside Snakemake")
     p_stage.add_argument("name", choices=RULES)
-    p_stage.add_argument("--input", nargs="*", default=[], metavar="NAME=PATH")
-    p_stage.add_argument("--output", nargs="*", default=[], metavar="NAME=PATH")
+    p_stage.add_argument(
+        "--input", nargs="*", default=[], metavar="NAME=PATH", help="the rule's inputs (none)"
+    )
+    p_stage.add_argument(
+        "--output", nargs="*", default=[], metavar="NAME=PATH", help="the rule's outputs (none)"
+    )
     p_stage.add_argument("--params", help="YAML file with the stage's params")
     p_stage.set_defaults(func=stage)
     p_bench = sub.add_parser("bench", help="our GRPO step against TRL's GRPOTrainer (needs trl)")
@@ -255,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     from grpo_dial.tools.cluster_check import add_command  # grpo-dial cluster-check
 
     add_command(sub)
+    for subparser in sub.choices.values():
+        subparser.formatter_class = _DefaultsHelp
     return parser
 
 
