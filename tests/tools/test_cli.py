@@ -15,10 +15,35 @@ def test_plan_prints_exact_and_closed_form_group_sizes(capsys):
     assert row[:5] == ["0.050", "42", "26.3", "26", "27"]
 
 
-def test_plan_rejects_a_pass_rate_outside_the_unit_interval(capsys):
-    assert main(["plan", "--p", "1.5"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("grpo-dial: error:") and len(err.splitlines()) == 1
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "-0.2", "nan", "inf"])
+def test_plan_refuses_a_pass_rate_outside_the_open_unit_interval(capsys, value):
+    assert main(["plan", "--p", "0.3", value]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before the header
+    shown = f"{float(value):g}"
+    assert err == f"grpo-dial: error: --p must lie strictly between 0 and 1, got {shown}\n"
+
+
+@pytest.mark.parametrize("value", ["1.0", "0", "1.2", "nan"])
+def test_plan_refuses_a_fidelity_outside_the_open_unit_interval(capsys, value):
+    assert main(["plan", "--p", "0.3", "--fidelity", value]) == 2
+    out, err = capsys.readouterr()
+    shown = f"{float(value):g}"
+    assert out == ""
+    assert err == f"grpo-dial: error: --fidelity must lie strictly between 0 and 1, got {shown}\n"
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_plan_refuses_a_group_size_below_1_before_the_header(capsys, value):
+    assert main(["plan", "--p", "0.3", "--group-size", value]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"grpo-dial: error: --group-size must be an integer >= 1, got {value}\n"
+
+
+def test_plan_accepts_a_group_of_one(capsys):
+    assert main(["plan", "--p", "0.3", "--group-size", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split()[-2:] == ["0.000", "1.000"]
 
 
 def test_stage_runs_outside_snakemake(tmp_path):

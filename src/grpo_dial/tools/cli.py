@@ -42,12 +42,25 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return pairs
 
 
+def _strictly_between_0_and_1(values: list[float], flag: str) -> None:
+    """A one-line ValueError naming the flag and the first value not in the open (0, 1)."""
+    for value in values:
+        if not 0 < value < 1:  # NaN fails the comparison too
+            raise ValueError(f"{flag} must lie strictly between 0 and 1, got {value:g}")
+
+
 def plan(args: argparse.Namespace) -> None:
-    """Print, per pass rate, the group size for the fidelity target and the silent rate at G."""
+    """Print, per pass rate, the group size for the fidelity target and the silent rate at G.
+    Pass rates and the fidelity must lie in the open (0, 1) and G be >= 1: otherwise a one-line
+    error naming the flag, before anything is printed."""
     import numpy as np
 
     from grpo_dial.core import theory
 
+    _strictly_between_0_and_1(args.p, "--p")
+    _strictly_between_0_and_1([args.fidelity], "--fidelity")
+    if args.group_size < 1:
+        raise ValueError(f"--group-size must be an integer >= 1, got {args.group_size}")
     p = np.asarray(args.p, dtype=float)
     eps = 1.0 - args.fidelity
     exact = theory.group_size_exact(p, eps)
