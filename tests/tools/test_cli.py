@@ -197,3 +197,27 @@ def test_every_subcommand_shows_its_options_defaults_in_help():
 def test_diagnose_format_help_lists_its_choices():
     text = " ".join(_subcommands()["diagnose"].format_help().split())
     assert "trl, verl, generic" in text
+
+
+def test_diagnose_into_a_reused_out_clears_only_the_files_it_owns(tmp_path, capsys, caplog):
+    from external_fixtures import write_trl_run
+
+    from grpo_dial.stages.external import DIAGNOSE_FILES
+
+    run = write_trl_run(tmp_path / "run", steps=4, prompts=3)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "estimator.csv").write_text("option,value\nloss_type,grpo\n")  # an earlier run's
+    (out / "notes.txt").write_text("mine")
+    (out / "estimator.csv.bak").write_text("mine too")
+    caplog.set_level("INFO", logger="grpo_dial")
+    code = main(["diagnose", str(run), "--format", "trl", "--out", str(out), "--n-boot", "10"])
+    assert code == 0
+    assert "estimator: no engine option found" in capsys.readouterr().out
+    assert not (out / "estimator.csv").exists()  # this run names no engine option
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "estimator.csv.bak").read_text() == "mine too"
+    assert {p.name for p in out.iterdir()} == (
+        set(DIAGNOSE_FILES) - {"estimator.csv"} | {"notes.txt", "estimator.csv.bak"}
+    )
+    assert f"cleared an earlier diagnosis from {out}: estimator.csv" in caplog.text

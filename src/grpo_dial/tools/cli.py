@@ -230,7 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="who wrote the run, one of %(choices)s",
     )
     p_diag.add_argument(
-        "--out", help="where tables and the figure go (default ./grpo-dial-<run name>, fresh)"
+        "--out",
+        help="where tables and the figure go (default ./grpo-dial-<run name>, fresh); in a "
+        "reused folder the files an earlier diagnose wrote are deleted first, no other file",
     )
     p_diag.add_argument(
         "--reward-column", nargs="+", help="the logged reward column(s); several are summed"
