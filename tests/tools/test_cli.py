@@ -221,3 +221,36 @@ def test_diagnose_into_a_reused_out_clears_only_the_files_it_owns(tmp_path, caps
         set(DIAGNOSE_FILES) - {"estimator.csv"} | {"notes.txt", "estimator.csv.bak"}
     )
     assert f"cleared an earlier diagnosis from {out}: estimator.csv" in caplog.text
+
+
+def test_diagnose_prints_the_expected_silent_share_its_figure_draws(tmp_path, capsys, monkeypatch):
+    """Every step alike: prompt a 1 of 2 correct, b 2 of 2, c 0 of 2, over 10 steps. The figure's
+    dashed curves (all correct + all wrong, unbiased at the run-wide pass rates) are flat, so
+    the printed first-window expectation must equal their sum at any step: 0.8246, where the
+    plug-in p^G + (1-p)^G would give 0.8333."""
+    import grpo_dial.figures.external as external
+
+    rows = [
+        (step, prompt, "x" * (40 + (0 if ok else step)), ok)
+        for step in range(1, 11)
+        for prompt, oks in (("a", (1, 0)), ("b", (1, 1)), ("c", (0, 0)))
+        for ok in oks
+    ]
+    log = tmp_path / "log.csv"
+    pd.DataFrame(rows, columns=["step", "prompt", "response", "reward"]).to_csv(log, index=False)
+    drawn = []
+    draw = external.external_figure
+    monkeypatch.setattr(
+        external, "external_figure", lambda *a: drawn.append(draw(*a)) or drawn[-1]
+    )
+    columns = ["step=step", "prompt=prompt", "response=response", "reward=reward"]
+    code = main(["diagnose", str(log), "--format", "generic", "--columns", *columns,
+                 "--out", str(tmp_path / "out"), "--n-boot", "10"])  # fmt: skip
+    assert code == 0
+    printed = dict(line.split() for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("expected_silent_"))  # fmt: skip
+    dashed = [line for line in drawn[0].axes[1].get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 2  # all correct, all wrong
+    at_first_step = sum(float(line.get_ydata()[0]) for line in dashed)
+    assert printed["expected_silent_first"] == f"{at_first_step:.4g}" == "0.8246"
+    assert printed["expected_silent_last"] == "0.8246"
