@@ -212,7 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
     p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")
-    p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps, in (0, 1)")
+    p_plan.add_argument(
+        "--fidelity", type=float, default=0.9, help="target phi = 1 - eps, in (0, 1)"
+    )
     p_plan.add_argument(
         "--group-size", type=int, default=8, help="G (>= 1) to report silent rate at"
     )
