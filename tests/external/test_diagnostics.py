@@ -168,7 +168,10 @@ def test_run_summary_numbers():
     first = HAND[HAND["step"] == 0]["length"].mean()
     assert v["mean_length_first"] == pytest.approx(first)
     assert v["silent_fraction_first"] == pytest.approx(s["silent_fraction"][0])
-    assert v["expected_silent_last"] == pytest.approx(s["expected_silent"][1])
+    # the unbiased closed form, as the figure's dashed curves draw it, not the plug-in p^G
+    unbiased = s["unbiased_all_correct"][1] + s["unbiased_all_wrong"][1]
+    assert v["expected_silent_last"] == pytest.approx(unbiased)
+    assert unbiased != pytest.approx(s["expected_silent"][1])
     within = terms.set_index("quantity").loc["within_incorrect"]
     assert v["within_incorrect_share"] == pytest.approx(within["share"])
     assert v["within_incorrect_share_lo"] == pytest.approx(within["share_lo"])

@@ -34,6 +34,8 @@ def test_external_figure_lines_and_title():
     np.testing.assert_allclose(correct.get_xdata(), steps)  # sorted by step
     np.testing.assert_allclose(correct.get_ydata(), rolling_mean(pd.Series(10.0 + steps), SMOOTH))
     assert fig.axes[2].get_title() == "total +4.0 [+3.0, +5.0]"
+    for axis in fig.axes[:2]:  # the per-step curves say they are smoothed, and over how much
+        assert f"smoothed over {SMOOTH} steps" in axis.get_xlabel()
     title = fig.texts[0].get_text()
     assert title == "trl_run: 50% of the length change sits in incorrect responses"
     plt.close(fig)

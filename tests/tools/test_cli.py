@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 import yaml
 
 from grpo_dial.tools.cli import main
@@ -14,10 +15,35 @@ def test_plan_prints_exact_and_closed_form_group_sizes(capsys):
     assert row[:5] == ["0.050", "42", "26.3", "26", "27"]
 
 
-def test_plan_rejects_a_pass_rate_outside_the_unit_interval(capsys):
-    assert main(["plan", "--p", "1.5"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("grpo-dial: error:") and len(err.splitlines()) == 1
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "-0.2", "nan", "inf"])
+def test_plan_refuses_a_pass_rate_outside_the_open_unit_interval(capsys, value):
+    assert main(["plan", "--p", "0.3", value]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before the header
+    shown = f"{float(value):g}"
+    assert err == f"grpo-dial: error: --p must lie strictly between 0 and 1, got {shown}\n"
+
+
+@pytest.mark.parametrize("value", ["1.0", "0", "1.2", "nan"])
+def test_plan_refuses_a_fidelity_outside_the_open_unit_interval(capsys, value):
+    assert main(["plan", "--p", "0.3", "--fidelity", value]) == 2
+    out, err = capsys.readouterr()
+    shown = f"{float(value):g}"
+    assert out == ""
+    assert err == f"grpo-dial: error: --fidelity must lie strictly between 0 and 1, got {shown}\n"
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_plan_refuses_a_group_size_below_1_before_the_header(capsys, value):
+    assert main(["plan", "--p", "0.3", "--group-size", value]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"grpo-dial: error: --group-size must be an integer >= 1, got {value}\n"
+
+
+def test_plan_accepts_a_group_of_one(capsys):
+    assert main(["plan", "--p", "0.3", "--group-size", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split()[-2:] == ["0.000", "1.000"]
 
 
 def test_stage_runs_outside_snakemake(tmp_path):
@@ -116,3 +142,115 @@ def test_length_bias_stage_runs_outside_snakemake(tmp_path):
     assert main([*args, "--output", *(f"{n}={p}" for n, p in outputs.items())]) == 0
     summary = pd.read_csv(outputs["summary"])
     assert set(summary["arm"]) == {"grpo", "dr_grpo"}
+
+
+def test_version_prints_the_installed_version_and_exits_0(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"grpo-dial {version('grpo-dial')}\n"
+
+
+def test_version_falls_back_to_the_package_when_not_installed(capsys, monkeypatch):
+    import importlib.metadata
+
+    import grpo_dial
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"grpo-dial {grpo_dial.__version__}\n"
+
+
+def _subcommands():
+    import argparse
+
+    from grpo_dial.tools.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_every_subcommand_shows_its_options_defaults_in_help():
+    for name, parser in _subcommands().items():
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, "==SUPPRESS=="):
+                continue
+            if action.default is False or action.default == []:
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help"
+            default = action.default
+            shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+            assert f"(default: {shown})" in text, f"{name} {action.option_strings[0]}"
+    plan_help = " ".join(_subcommands()["plan"].format_help().split())
+    assert "(default: 0.9)" in plan_help and "(default: 8)" in plan_help
+
+
+def test_diagnose_format_help_lists_its_choices():
+    text = " ".join(_subcommands()["diagnose"].format_help().split())
+    assert "trl, verl, generic" in text
+
+
+def test_diagnose_into_a_reused_out_clears_only_the_files_it_owns(tmp_path, capsys, caplog):
+    from external_fixtures import write_trl_run
+
+    from grpo_dial.stages.external import DIAGNOSE_FILES
+
+    run = write_trl_run(tmp_path / "run", steps=4, prompts=3)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "estimator.csv").write_text("option,value\nloss_type,grpo\n")  # an earlier run's
+    (out / "notes.txt").write_text("mine")
+    (out / "estimator.csv.bak").write_text("mine too")
+    caplog.set_level("INFO", logger="grpo_dial")
+    code = main(["diagnose", str(run), "--format", "trl", "--out", str(out), "--n-boot", "10"])
+    assert code == 0
+    assert "estimator: no engine option found" in capsys.readouterr().out
+    assert not (out / "estimator.csv").exists()  # this run names no engine option
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "estimator.csv.bak").read_text() == "mine too"
+    assert {p.name for p in out.iterdir()} == (
+        set(DIAGNOSE_FILES) - {"estimator.csv"} | {"notes.txt", "estimator.csv.bak"}
+    )
+    assert f"cleared an earlier diagnosis from {out}: estimator.csv" in caplog.text
+
+
+def test_diagnose_prints_the_expected_silent_share_its_figure_draws(tmp_path, capsys, monkeypatch):
+    """Every step alike: prompt a 1 of 2 correct, b 2 of 2, c 0 of 2, over 10 steps. The figure's
+    dashed curves (all correct + all wrong, unbiased at the run-wide pass rates) are flat, so
+    the printed first-window expectation must equal their sum at any step: 0.8246, where the
+    plug-in p^G + (1-p)^G would give 0.8333."""
+    import grpo_dial.figures.external as external
+
+    rows = [
+        (step, prompt, "x" * (40 + (0 if ok else step)), ok)
+        for step in range(1, 11)
+        for prompt, oks in (("a", (1, 0)), ("b", (1, 1)), ("c", (0, 0)))
+        for ok in oks
+    ]
+    log = tmp_path / "log.csv"
+    pd.DataFrame(rows, columns=["step", "prompt", "response", "reward"]).to_csv(log, index=False)
+    drawn = []
+    draw = external.external_figure
+    monkeypatch.setattr(
+        external, "external_figure", lambda *a: drawn.append(draw(*a)) or drawn[-1]
+    )
+    columns = ["step=step", "prompt=prompt", "response=response", "reward=reward"]
+    code = main(["diagnose", str(log), "--format", "generic", "--columns", *columns,
+                 "--out", str(tmp_path / "out"), "--n-boot", "10"])  # fmt: skip
+    assert code == 0
+    printed = dict(line.split() for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("expected_silent_"))  # fmt: skip
+    dashed = [line for line in drawn[0].axes[1].get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 2  # all correct, all wrong
+    at_first_step = sum(float(line.get_ydata()[0]) for line in dashed)
+    assert printed["expected_silent_first"] == f"{at_first_step:.4g}" == "0.8246"
+    assert printed["expected_silent_last"] == "0.8246"

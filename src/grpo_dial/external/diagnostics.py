@@ -231,7 +231,9 @@ def run_summary(
 
     First / last windows = decompose.windows(steps, fraction) (pass the fraction the terms were
     computed with): accuracy and mean length pooled over the window's first-round responses,
-    silent fractions pooled over its groups (from `silent`, a silent_by_step table). From
+    silent fractions pooled over its groups (from `silent`, a silent_by_step table), measured and
+    expected; the expected one is the unbiased closed form, unbiased_all_correct +
+    unbiased_all_wrong (the curves the run's figure draws), not the plug-in p^G + (1-p)^G. From
     `terms` (decompose_with_intervals): the total length change and the share of it within
     incorrect responses, with its interval (share_lo, share_hi)."""
     df = _first_round(responses, ("step", "prompt_id", "reward", "length"))
@@ -259,7 +261,9 @@ def run_summary(
         filtered = checks["all_groups_informative"] == 1.0  # silent groups were never logged
         silent_here = math.nan if filtered else _pooled(silent, steps, "silent_fraction")
         values[f"silent_fraction_{name}"] = silent_here
-        values[f"expected_silent_{name}"] = _pooled(silent, steps, "expected_silent")
+        values[f"expected_silent_{name}"] = _pooled(  # what the figure's dashed curves draw
+            silent, steps, "unbiased_all_correct"
+        ) + _pooled(silent, steps, "unbiased_all_wrong")
     within = rows["within_incorrect"].iloc[0]
     values["length_change"] = float(rows["total"]["value"].iloc[0])
     values["within_incorrect_share"] = float(within["share"])

@@ -12,6 +12,7 @@ from grpo_dial.figures.smoothing import rolling_mean
 from grpo_dial.figures.training import TERM_COLORS, TERM_LABELS
 
 SMOOTH = 5  # steps in the rolling mean of per-step curves
+SMOOTHED = f"step (curves smoothed over {SMOOTH} steps)"  # x label of the per-step panels
 
 
 def _rolling(series: pd.Series) -> pd.Series:
@@ -21,15 +22,17 @@ def _rolling(series: pd.Series) -> pd.Series:
 def external_figure(name: str, curves: pd.DataFrame, silent: pd.DataFrame,
                     terms: pd.DataFrame) -> plt.Figure:  # fmt: skip
     """Three panels: mean length of correct and incorrect responses per step; silent fraction
-    split into all-correct and all-wrong against the closed form at the observed pass rates; the
-    three-term split of the length change with the total's interval."""
+    split into all-correct and all-wrong against the unbiased closed form at the observed pass
+    rates (`silent`'s unbiased_* columns); the three-term split of the length change with the
+    total's interval. Per-step curves are centred rolling means over SMOOTH steps, and the x
+    label of their panels says so."""
     theme()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     rows = curves[curves["band"] == "all"].sort_values("step")
     axes[0].plot(rows["step"], _rolling(rows["mean_len_correct"]), color="#4f8f3a", label="correct")
     axes[0].plot(rows["step"], _rolling(rows["mean_len_incorrect"]), color="#c0504d",
                  label="incorrect")  # fmt: skip
-    axes[0].set(xlabel="step", ylabel="mean response length", title="length by correctness")
+    axes[0].set(xlabel=SMOOTHED, ylabel="mean response length", title="length by correctness")
     axes[0].legend(frameon=False)
 
     s = silent.sort_values("step")
@@ -38,7 +41,7 @@ def external_figure(name: str, curves: pd.DataFrame, silent: pd.DataFrame,
     axes[1].plot(s["step"], _rolling(s["all_wrong_fraction"]), color="#c0504d", label="all wrong")
     axes[1].plot(s["step"], _rolling(s["unbiased_all_correct"]), color="#1f4e79", ls="--", lw=1)
     axes[1].plot(s["step"], _rolling(s["unbiased_all_wrong"]), color="#c0504d", ls="--", lw=1)
-    axes[1].set(xlabel="step", ylabel="fraction of groups",
+    axes[1].set(xlabel=SMOOTHED, ylabel="fraction of groups",
                 title="silent groups (dashed: closed form at observed p)")  # fmt: skip
     axes[1].legend(frameon=False)
 

@@ -17,6 +17,15 @@ from grpo_dial.tables import read_table, write_table
 log = logging.getLogger("grpo_dial")
 
 DIAGNOSIS = ("silent", "passrates", "recommended_g", "terms", "curves", "summary")
+_SUFFIX = {"passrates": ".parquet", "recommended_g": ".parquet", "curves": ".parquet"}
+# every file `diagnose_directory` and `run_estimator_line` may write into their out folder
+DIAGNOSE_FILES = (
+    "responses.parquet",
+    *(f"{key}{_SUFFIX.get(key, '.csv')}" for key in DIAGNOSIS),
+    "diagnosis.png",
+    "diagnosis.pdf",
+    "estimator.csv",
+)
 
 
 def import_run(input: Mapping, output: Mapping, params: Mapping) -> None:
@@ -49,11 +58,25 @@ def external_figure(input: Mapping, output: Mapping, params: Mapping) -> None:
     save(fig, output["figure_png"], output["figure_pdf"])
 
 
+def clear_earlier_diagnosis(out_dir: str | Path) -> list[str]:
+    """Delete the DIAGNOSE_FILES an earlier diagnosis left in out_dir, and nothing else (other
+    files and folders stay); logs and returns the names deleted."""
+    out = Path(out_dir)
+    stale = [name for name in DIAGNOSE_FILES if (out / name).is_file()]
+    for name in stale:
+        (out / name).unlink()
+    if stale:
+        log.info("cleared an earlier diagnosis from %s: %s", out_dir, ", ".join(stale))
+    return stale
+
+
 def diagnose_directory(
     spec: Mapping, out_dir: str | Path, params: Mapping
 ) -> tuple[pd.DataFrame, str, list[str]]:
     """Import, diagnose and draw one run into out_dir (never the run's own folder); returns the
-    key numbers, the import report in one line and the warnings."""
+    key numbers, the import report in one line and the warnings. Once the run is imported, the
+    files an earlier diagnosis wrote to out_dir are deleted (clear_earlier_diagnosis) before any
+    is written, so the folder never mixes two runs' outputs."""
     from grpo_dial.external.diagnostics import diagnose, run_warnings
     from grpo_dial.external.importers import import_run as load
     from grpo_dial.figures import save
@@ -64,12 +87,12 @@ def diagnose_directory(
         raise ValueError(f"--out {out_dir} is inside the run folder {spec['path']}; choose another")
     responses, report = load(spec)
     log.info("imported %s", report)
+    clear_earlier_diagnosis(out_dir)
     write_table(responses, out / "responses.parquet")
     name = Path(spec["path"]).name or "run"
     tables = diagnose(responses, name, params)
-    suffix = {"passrates": ".parquet", "recommended_g": ".parquet", "curves": ".parquet"}
     for key, frame in tables.items():
-        write_table(frame, out / f"{key}{suffix.get(key, '.csv')}")
+        write_table(frame, out / f"{key}{_SUFFIX.get(key, '.csv')}")
     save(draw(name, tables["curves"], tables["silent"], tables["terms"]),
          out / "diagnosis.png", out / "diagnosis.pdf")  # fmt: skip
     return tables["summary"], str(report), run_warnings(tables["summary"])

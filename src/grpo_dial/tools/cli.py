@@ -1,6 +1,7 @@
 """The `grpo-dial` command: quick closed-form answers and any pipeline stage outside Snakemake.
 
 grpo-dial plan --p 0.05 0.3 --fidelity 0.9        group size a prompt needs
+grpo-dial --version                                 the installed version
 grpo-dial stage theory_tables --output group_size=gs.csv ... --params params.yaml
 grpo-dial bench --workload fixed free --steps 20     our GRPO step against TRL's GRPOTrainer
 grpo-dial memory --configfile config/gpu.yaml        predicted peak GPU memory of a config
@@ -19,6 +20,18 @@ import yaml
 from grpo_dial.stages.registry import RULES, stage_for
 
 
+def _version() -> str:
+    """The installed distribution's version, else the package's own (a source checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("grpo-dial")
+    except metadata.PackageNotFoundError:
+        from grpo_dial import __version__
+
+        return __version__
+
+
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     pairs = {}
     for item in items:
@@ -29,12 +42,25 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return pairs
 
 
+def _strictly_between_0_and_1(values: list[float], flag: str) -> None:
+    """A one-line ValueError naming the flag and the first value not in the open (0, 1)."""
+    for value in values:
+        if not 0 < value < 1:  # NaN fails the comparison too
+            raise ValueError(f"{flag} must lie strictly between 0 and 1, got {value:g}")
+
+
 def plan(args: argparse.Namespace) -> None:
-    """Print, per pass rate, the group size for the fidelity target and the silent rate at G."""
+    """Print, per pass rate, the group size for the fidelity target and the silent rate at G.
+    Pass rates and the fidelity must lie in the open (0, 1) and G be >= 1: otherwise a one-line
+    error naming the flag, before anything is printed."""
     import numpy as np
 
     from grpo_dial.core import theory
 
+    _strictly_between_0_and_1(args.p, "--p")
+    _strictly_between_0_and_1([args.fidelity], "--fidelity")
+    if args.group_size < 1:
+        raise ValueError(f"--group-size must be an integer >= 1, got {args.group_size}")
     p = np.asarray(args.p, dtype=float)
     eps = 1.0 - args.fidelity
     exact = theory.group_size_exact(p, eps)
@@ -159,15 +185,39 @@ def memory(args: argparse.Namespace) -> None:
         print(f"{name:<17} peak {part['peak'] / GIB:6.2f} GiB ({detail} GiB)  {fits}")
 
 
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Each option's help ends with "(default: ...)", unless it has none (None, a flag's False,
+    an empty list) or its help already says what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text, default = action.help or "", action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or (isinstance(default, list | tuple) and not default)
+            or "default" in text
+        ):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, list | tuple) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-dial", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_plan = sub.add_parser("plan", help="group size a prompt of pass rate p needs")
     p_plan.add_argument("--p", type=float, nargs="+", required=True, help="pass rates in (0, 1)")
-    p_plan.add_argument("--fidelity", type=float, default=0.9, help="target phi = 1 - eps")
-    p_plan.add_argument("--group-size", type=int, default=8, help="G to report silent rate at")
+    p_plan.add_argument(
+        "--fidelity", type=float, default=0.9, help="target phi = 1 - eps, in (0, 1)"
+    )
+    p_plan.add_argument(
+        "--group-size", type=int, default=8, help="G (>= 1) to report silent rate at"
+    )
     p_plan.set_defaults(func=plan)
     p_diag = sub.add_parser(
         "diagnose", help="quick look at a run logged by TRL, verl or any trainer"
@@ -175,9 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_diag.add_argument(
         "directory", help="TRL output_dir, verl rollout_data_dir, or a generic file"
     )
-    p_diag.add_argument("--format", choices=("trl", "verl", "generic"), required=True)
     p_diag.add_argument(
-        "--out", help="where tables and the figure go (default ./grpo-dial-<run name>, fresh)"
+        "--format",
+        choices=("trl", "verl", "generic"),
+        required=True,
+        help="who wrote the run, one of %(choices)s",
+    )
+    p_diag.add_argument(
+        "--out",
+        help="where tables and the figure go (default ./grpo-dial-<run name>, fresh); in a "
+        "reused folder the files an earlier diagnose wrote are deleted first, no other file",
     )
     p_diag.add_argument(
         "--reward-column", nargs="+", help="the logged reward column(s); several are summed"
@@ -212,8 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_diag.set_defaults(func=diagnose)
     p_stage = sub.add_parser("stage", help="run one pipeline stage outside Snakemake")
     p_stage.add_argument("name", choices=RULES)
-    p_stage.add_argument("--input", nargs="*", default=[], metavar="NAME=PATH")
-    p_stage.add_argument("--output", nargs="*", default=[], metavar="NAME=PATH")
+    p_stage.add_argument(
+        "--input", nargs="*", default=[], metavar="NAME=PATH", help="the rule's inputs (none)"
+    )
+    p_stage.add_argument(
+        "--output", nargs="*", default=[], metavar="NAME=PATH", help="the rule's outputs (none)"
+    )
     p_stage.add_argument("--params", help="YAML file with the stage's params")
     p_stage.set_defaults(func=stage)
     p_bench = sub.add_parser("bench", help="our GRPO step against TRL's GRPOTrainer (needs trl)")
@@ -241,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     from grpo_dial.tools.cluster_check import add_command  # grpo-dial cluster-check
 
     add_command(sub)
+    for subparser in sub.choices.values():
+        subparser.formatter_class = _DefaultsHelp
     return parser
 
 
