@@ -1,5 +1,5 @@
 """The baseline and scale slots: A_i = (r_i - b_i) / s_i, then the 'advantage' transforms in
-registration order. A toy scale registered here (the group's mean absolute deviation) checks
+registration order. The toy scale of tests/toy_mad.py (the group's mean absolute deviation) checks
 the hand numbers, its composition with Stratified GRPO against a loop over cells, the refusal
 of two scale owners by name, and the stated order."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import toy_mad as toy
 
 from grpo_dial.core.advantage import advantages
 from grpo_dial.core.dial import Dial, group_estimator, read_arm
@@ -23,24 +24,11 @@ def _switch(name: str, doc: str) -> dict:
     return {name: Setting(False, doc, kind=bool)}
 
 
-def _mad_scale(stats, dial):
-    """(N,) the mean absolute deviation of each response's group, 1 where it is 0."""
-    dev = (stats.rewards - stats.mean[stats.index]).abs()  # (N,)
-    mad = dev.new_zeros(stats.size.numel()).index_add_(0, stats.index, dev) / stats.size  # (M,)
-    return torch.where(mad > 0, mad, 1.0)[stats.index]
-
-
 @pytest.fixture
 def toy_mad():
-    """A scale slot: A = (r - b) / MAD_g. Registered for one test only."""
-    register_estimator(
-        "toy_mad",
-        kind="scale",
-        fields=_switch("toy_mad", "Divide by the group's mean absolute deviation (a toy)."),
-        active=lambda dial: dial.toy_mad,
-    )(_mad_scale)
-    yield
-    unregister_estimator("toy_mad")
+    """The toy MAD scale slot of tests/toy_mad.py, registered for one test only."""
+    with toy.registered():
+        yield
 
 
 @pytest.fixture

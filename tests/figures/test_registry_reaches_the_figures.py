@@ -1,7 +1,8 @@
-"""A registered estimator reaches every training figure and the summary through the registry
-alone: its label names its arm everywhere (no arm shown by its key), its logged column gets a
-panel of the estimators figure titled with its label, and a column no run logged skips its
-panel while every other figure is still drawn (rule training_figures end to end from tables)."""
+"""A registered estimator (the toy of tests/toy_mad.py, one file) reaches every training figure
+and the summary through the registry alone: its label names its arm everywhere (no arm shown by its
+key), its logged column gets a panel of the estimators figure titled with its label, and a column no
+run logged skips its panel while every other figure is still drawn (rule training_figures end to end
+from tables)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ import matplotlib.text
 import numpy as np
 import pandas as pd
 import pytest
+import toy_mad as toy
 from matplotlib import pyplot as plt
 
 from grpo_dial import figures
 from grpo_dial.analysis.summary.training import STEPS, estimator_state
-from grpo_dial.core.estimators import ESTIMATORS, register_estimator, unregister_estimator
-from grpo_dial.core.settings import Setting
 from grpo_dial.stages.registry import stage_for
 from grpo_dial.tables import write_table
 
@@ -23,22 +23,9 @@ DIALS = ("toy_mad", "nostd_sequence")  # a registered toy and a factor setting o
 
 @pytest.fixture
 def toy_mad():
-    """A scale slot over the group's mean absolute deviation, logging its mean scale."""
-
-    def log(dial, inputs, batch):
-        return {"mad_scale": 0.25}
-
-    @register_estimator(
-        "toy_mad", label="Toy MAD", kind="scale",
-        fields={"toy_mad_on": Setting(False, "Toy: scale by the group's MAD.", kind=bool)},
-        active=lambda dial: dial.toy_mad_on, columns=("mad_scale",), log=log,
-        preset={"toy_mad_on": True},
-    )  # fmt: skip
-    def mad(stats, dial, **needs):
-        raise AssertionError("not called: these tests draw tables")
-
-    yield ESTIMATORS["toy_mad"]
-    unregister_estimator("toy_mad")
+    """The toy MAD scale slot of tests/toy_mad.py, registered for one test only."""
+    with toy.registered():
+        yield
 
 
 def _tables(with_column: bool) -> dict[str, pd.DataFrame]:
@@ -122,3 +109,31 @@ def test_the_summary_names_the_registered_column_by_its_estimator(toy_mad):
     steps = _tables(with_column=True)["steps"]
     text = "\n".join(estimator_state({STEPS: steps}))
     assert "| Toy MAD | Toy MAD: mad scale | 0.201 -> 0.220 |" in text
+
+
+def test_the_toy_logs_its_column_in_a_real_run_and_its_panel_draws_it(toy_mad, base_dir,
+                                                                      tmp_path):  # fmt: skip
+    """Two steps of the own trainer with the toy's preset: the steps table carries its column
+    (each step's mean MAD scale, in (0, 1]) and the estimators figure draws that column's panel
+    from the run's own table."""
+    from _rl_fixtures import FakeTask
+
+    from grpo_dial.core.dial import read_arm
+    from grpo_dial.core.estimators import column_labels
+    from grpo_dial.figures.estimators import estimator_state_figure
+    from grpo_dial.train.config import TrainConfig
+    from grpo_dial.train.loop import train_run
+
+    config = TrainConfig(
+        steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8, train_pool=20,
+        heldout_prompts=6, eval_every=2, checkpoint_every=2, identity_every=0, progress=False,
+    )  # fmt: skip
+    outputs = {name: tmp_path / f"{name}.parquet" for name in ("steps", "responses")}
+    dial = read_arm({"preset": "toy_mad"}).dial
+    train_run(base_dir, FakeTask(), dial, config, outputs, tmp_path / "ckpt")
+    steps = pd.read_parquet(outputs["steps"]).assign(dial="toy_mad", seed=0)
+    assert steps[toy.COLUMN].between(0.0, 1.0, inclusive="right").all()
+    assert column_labels()[toy.COLUMN] == toy.LABEL
+    fig = estimator_state_figure(steps, column_labels(), names={"toy_mad": toy.LABEL})
+    assert [ax.get_title() for ax in fig.axes] == [toy.LABEL]
+    plt.close(fig)
