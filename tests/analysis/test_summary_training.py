@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_dial.analysis.summary.page import summary_markdown
-from grpo_dial.analysis.summary.training import samples_per_step
+from grpo_dial.analysis.summary.training import WINDOWS, headline, samples_per_step
 
 RNG = np.random.default_rng(0)
 COLUMNS = ("accuracy_before accuracy_after heldout_sampled_before heldout_sampled_after "
@@ -26,7 +26,7 @@ def _runs():
         for seed in (0, 1):
             values = RNG.uniform(0, 1, len(COLUMNS))
             row = {"dial": dial, "seed": seed, **dict(zip(COLUMNS, values, strict=True))}
-            for term in ("total", "incorrect_share"):
+            for term in ("total", "incorrect_share", "within_incorrect", "within_correct"):
                 row[f"{term}_lo"], row[f"{term}_hi"] = row[term] - 0.1, row[term] + 0.1
             row["extra_samples"] = sum(per_step[dial]) - 4 * 128  # negative for the adaptive arm
             rows.append(row)
@@ -44,7 +44,7 @@ def test_rl_runs_are_means_over_seeds_with_samples_per_step_never_negative():
     before, after = dapo["heldout_sampled_before"].mean(), dapo["heldout_sampled_after"].mean()
     assert f"| DAPO | 2 | {dapo['accuracy_before'].mean():.3f} -> " in text
     assert f"| {before:.3f} -> {after:.3f} |" in text
-    assert f"| {dapo['total'].mean():+.1f} | {100 * dapo['incorrect_share'].mean():.0f}% |" in text
+    assert f"| {dapo['total'].mean():+.1f} | {dapo['within_incorrect'].mean():+.1f} |" in text
     # samples per step: counted responses, DAPO's refills above GRPO's 128, the adaptive arm's
     # unspent budget below it; never a negative count
     assert f"| {np.mean([128, 256, 192, 128]):.1f} ({176 / 128:.2f}x) |" in text
@@ -187,3 +187,46 @@ def test_length_pressure_from_two_seeds_prints_the_seeds():
     why = "(no interval below 3 seeds)"
     assert (f"| GRPO | sequence | 2 | 2 seeds: 2.50, 3.00 {why} | 2 seeds: 1.50, 2.00 {why} | "
             f"1 seed: +4.6 {why} |") in text  # fmt: skip
+
+
+def _terms(total, lo, hi, wi, wi_lo, wi_hi, wc, wc_lo, wc_hi, share=None):
+    return {"total": total, "total_lo": lo, "total_hi": hi, "within_incorrect": wi,
+            "within_incorrect_lo": wi_lo, "within_incorrect_hi": wi_hi, "within_correct": wc,
+            "within_correct_lo": wc_lo, "within_correct_hi": wc_hi,
+            "incorrect_share": wi / total if share is None else share,
+            "incorrect_share_lo": 0.5, "incorrect_share_hi": 1.5}  # fmt: skip
+
+
+def test_the_headline_states_the_stable_terms_and_the_share_only_where_the_total_excludes_0():
+    runs = pd.DataFrame([
+        {"dial": "grpo", "seed": 0, **_terms(4.0, 2.0, 6.0, 3.6, 2.5, 4.7, 0.5, -0.5, 1.5)},
+        {"dial": "grpo", "seed": 1, **_terms(3.0, 1.0, 5.0, 3.0, 2.0, 4.0, 0.1, -1.0, 1.2)},
+        # the total's interval holds 0: a share of -689% says nothing, and is not reported
+        {"dial": "dapo", "seed": 0, **_terms(-0.5, -2.5, 1.5, 3.4, 2.2, 4.6, -1.0, -2.0, 0.2)},
+    ])  # fmt: skip
+    text = headline(runs)
+    # arm means over seeds: GRPO (3.6 + 3.0) / 2 = +3.3, DAPO +3.4; correct (0.5 + 0.1) / 2 = +0.3
+    assert text.startswith(
+        "Incorrect responses changed in mean length by +3.3 to +3.4 characters across arms (mean "
+        "over seeds; 3 of 3 runs' 90% intervals above 0), correct ones by -1.0 to +0.3 (0 of 3 "
+        "above 0)."
+    )
+    # shares over the two runs whose total excludes 0: 3.6 / 4 = 90%, 3 / 3 = 100%
+    assert text.endswith("over the 2 runs whose total change excludes 0: 90% to 100%.")
+    only_zero = headline(runs[runs["dial"] == "dapo"])
+    assert "share" not in only_zero
+
+
+def test_the_per_run_table_withholds_the_share_where_the_total_holds_0_and_windows_show():
+    runs, _ = _runs()
+    runs.loc[0, ["total_lo", "total_hi"]] = [-1.0, 1.0]
+    windows = pd.DataFrame({
+        "dial": ["grpo"] * 4, "seed": [0, 0, 1, 1], "window_fraction": [0.1, 0.2, 0.1, 0.2],
+        "within_incorrect": [3.0, 1.0, 4.0, 2.0], "within_correct": [0.5, -0.5, 1.5, 0.5],
+        "share_reported": [True, False, True, True],
+    })  # fmt: skip
+    text = summary_markdown({"decompose/summary.csv": runs, WINDOWS: windows})
+    first = next(line for line in text.splitlines() if line.startswith("| GRPO | 0 |"))
+    assert "| n/a (total holds 0) |" in first
+    # window 0.1: (3 + 4) / 2 = +3.5 and (0.5 + 1.5) / 2 = +1.0, both runs' shares reported
+    assert "| GRPO | +3.5 / +1.0 (2/2) | +1.5 / +0.0 (1/2) |" in text

@@ -120,7 +120,8 @@ def test_the_summary_names_arms_from_the_table():
             "heldout_greedy_before", "heldout_greedy_after", "incorrect_share",
             "within_incorrect_work", "within_incorrect_redundant", "mix", "within_correct",
             "final_silent_fraction", "extreme_mass_share", "incorrect_share_lo",
-            "incorrect_share_hi"]  # fmt: skip
+            "incorrect_share_hi", "within_incorrect", "within_incorrect_lo", "within_incorrect_hi",
+            "within_correct_lo", "within_correct_hi"]  # fmt: skip
     row = {"seed": 0, "total": 1.0, "total_lo": 0.0, "total_hi": 2.0, **dict.fromkeys(cols, 0.5)}
     runs = pd.DataFrame([{"dial": d, **row} for d in ("grpo", "nostd_sequence")])
     text = "\n".join(rl_runs({RUNS: runs}))

@@ -42,7 +42,7 @@ def test_decomposition_stacks_the_terms_of_each_run():
     for seed, (mix, good, bad) in enumerate([(1.0, -2.0, 5.0), (0.5, 1.0, 3.0)]):
         total = mix + good + bad
         for q, v in (("mix", mix), ("within_correct", good), ("within_incorrect", bad)):
-            rows.append(("grpo", seed, "term", q, v, v / total, np.nan, np.nan))
+            rows.append(("grpo", seed, "term", q, v, v / total, v - 1, v + 1))
         rows.append(("grpo", seed, "term", "total", total, 1.0, total - 1, total + 1))
     terms = pd.DataFrame(rows, columns=["dial", "seed", "kind", "quantity", "value", "share",
                                         "lo", "hi"])  # fmt: skip
@@ -51,7 +51,12 @@ def test_decomposition_stacks_the_terms_of_each_run():
     widths = sorted(round(p.get_width(), 6) for p in ax.patches)
     assert widths == sorted([1.0, -2.0, 5.0, 0.5, 1.0, 3.0])
     assert [t.get_text() for t in ax.get_yticklabels()] == ["G-label, seed 0", "G-label, seed 1"]
-    assert "Most of the length change sits in incorrect responses" in fig.texts[0].get_text()
+    # within incorrect 5 and 3 (lo 4 and 2), within correct -2 and 1 (lo -3 and 0): the title
+    # states the absolute terms, not a share of a total that may hold 0
+    assert fig.texts[0].get_text() == (
+        "Incorrect responses change by a median +4.0 characters (2 of 2 runs above 0), correct "
+        "ones by -0.5 (0 of 2)"
+    )
     plt.close(fig)
     fig = training.decomposition_figure(terms)  # no names: the arm's key
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]

@@ -143,6 +143,7 @@ def summary_inputs(wildcards):
         inputs[f"length_bias_fit_{t}"] = f"{RESULTS}/length_bias/{t}/fit.csv"
     if POLICY_ENABLED:
         inputs["training"] = f"{RESULTS}/decompose/summary.csv"
+        inputs["training_windows"] = f"{RESULTS}/decompose/windows.csv"
         inputs["base_policy"] = f"{RESULTS}/passrates/{POLICY_TABLE}.parquet"
         inputs["training_steps"] = f"{RESULTS}/decompose/all_steps.parquet"
         inputs["training_identity"] = f"{RESULTS}/decompose/all_identity.parquet"

@@ -53,6 +53,30 @@ rule training_summary:
         "../scripts/stage.py"
 
 
+rule window_sensitivity:
+    """Each run's length split at several window fractions: the stable terms beside the share."""
+    input:
+        responses=run_files("responses.parquet"),
+    output:
+        windows=report(
+            f"{RESULTS}/decompose/windows.csv", caption="../report/window_sensitivity.rst",
+            category="Length by correctness",
+        ),
+    log:
+        f"{RESULTS}/logs/decompose/window_sensitivity.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/decompose/window_sensitivity.tsv"
+    params:
+        runs=RUNS,
+        fractions=config["window_sensitivity"]["fractions"],
+        n_boot=config["decompose"]["n_boot"],
+        seed=config["decompose"]["seed"],
+    conda:
+        "../../envs/grpo-dial.yaml"
+    script:
+        "../scripts/stage.py"
+
+
 rule training_figures:
     """Length curves, decomposition, accuracy vs length, silent fraction, identity on the model."""
     input:

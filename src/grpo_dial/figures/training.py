@@ -119,15 +119,20 @@ def decomposition_figure(
     ax.set_ylim(len(runs) - 0.5, -0.5)  # the first run on top
     ax.set_xlabel("change in mean length, last vs first window (characters)")
     fig.legend(frameon=False, fontsize=8, ncol=4, loc="outside lower center")
-    incorrect = rows[rows["quantity"] == "within_incorrect"]
-    share = incorrect["share"].median()
-    fig.suptitle(
-        f"Most of the length change sits in incorrect responses (median share {share:.0%})"
-        if share > 0.5 else
-        f"Incorrect responses carry a median {share:.0%} of the length change",
-        fontsize=11,
-    )  # fmt: skip
+    fig.suptitle(decomposition_title(rows), fontsize=11)
     return fig
+
+
+def decomposition_title(rows: pd.DataFrame) -> str:
+    """The split's answer in its stable terms: the median over runs of the within-incorrect and
+    within-correct changes (characters), and how many runs' 90% intervals lie above 0."""
+    terms = {q: rows[rows["quantity"] == q] for q in ("within_incorrect", "within_correct")}
+    wrong, right = terms["within_incorrect"], terms["within_correct"]
+    return (
+        f"Incorrect responses change by a median {wrong['value'].median():+.1f} characters "
+        f"({int((wrong['lo'] > 0).sum())} of {len(wrong)} runs above 0), correct ones by "
+        f"{right['value'].median():+.1f} ({int((right['lo'] > 0).sum())} of {len(right)})"
+    )
 
 
 def accuracy_length_figure(

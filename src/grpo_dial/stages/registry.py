@@ -39,6 +39,7 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "decompose_length": "training.decompose_length",
     "training_summary": "training.training_summary",
     "training_figures": "training.training_figures",
+    "window_sensitivity": "training.window_sensitivity",
     "real_lengths": "real_lengths.real_lengths",
     "real_lengths_figure": "real_lengths.real_lengths_figure",
     "summary": "summary.summary_markdown",

@@ -107,3 +107,17 @@ def training_figures(input: Mapping, output: Mapping, params: Mapping) -> None:
         figures["estimators_training"] = estimator_state_figure(steps, panels, names=names)
     for name, fig in figures.items():
         save(fig, output[f"{name}_png"], output[f"{name}_pdf"])
+
+
+def window_sensitivity(input: Mapping, output: Mapping, params: Mapping) -> None:
+    """decompose/windows.csv: every run's decomposition at each window fraction of
+    `fractions` (analysis.training.windows), with `dial` and `seed` in front."""
+    from grpo_dial.analysis.training.windows import window_sensitivity as sensitivity
+
+    frames = []
+    for path, (dial, seed) in zip(as_list(input["responses"]), params["runs"], strict=True):
+        table = sensitivity(read_table(path), params["fractions"], n_boot=params["n_boot"],
+                            seed=params["seed"])  # fmt: skip
+        frames.append(table.assign(dial=str(dial), seed=int(seed)))
+    table = pd.concat(frames, ignore_index=True)
+    write_table(table[["dial", "seed", *table.columns[:-2]]], output["windows"])

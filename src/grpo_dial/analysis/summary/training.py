@@ -29,6 +29,7 @@ from grpo_dial.core.arm_names import arm_name
 Tables = Mapping[str, pd.DataFrame]
 RUNS = "decompose/summary.csv"
 STEPS = "decompose/all_steps.parquet"
+WINDOWS = "decompose/windows.csv"
 MACHINE = "Trained policy: these numbers depend on the machine's float rounding."
 
 
@@ -67,7 +68,8 @@ def base_policy(tables: Tables) -> list[str]:
 
 def rl_runs(tables: Tables) -> list[str]:
     """Per dial (mean over seeds) and per run: accuracy before -> after, the length change and its
-    split by correctness, samples per step."""
+    split by correctness in characters (the share within incorrect only where the run's total
+    excludes 0), the headline in those terms, samples per step; then the split across windows."""
     t = one(tables, RUNS)
     if t is None:
         return []
@@ -80,7 +82,7 @@ def rl_runs(tables: Tables) -> list[str]:
         "heldout_greedy_before",
         "heldout_greedy_after",
         "total",
-        "incorrect_share",
+        "within_incorrect",
         "within_incorrect_work",
         "within_incorrect_redundant",
         "mix",
@@ -92,7 +94,7 @@ def rl_runs(tables: Tables) -> list[str]:
         arm_name(d), str(n_seeds[d]), arrow(r["accuracy_before"], r["accuracy_after"]),
         arrow(r["heldout_sampled_before"], r["heldout_sampled_after"]),
         arrow(r["heldout_greedy_before"], r["heldout_greedy_after"]), signed(r["total"]),
-        pct(r["incorrect_share"], 0),
+        signed(r["within_incorrect"]),
         f"{signed(r['within_incorrect_work'])} / {signed(r['within_incorrect_redundant'])}",
         signed(r["mix"]), signed(r["within_correct"]), _per_step(samples, d),
     ] for d, r in mean.iterrows()]  # fmt: skip
@@ -100,31 +102,94 @@ def rl_runs(tables: Tables) -> list[str]:
     lines = [
         "## RL runs: accuracy and length by correctness", "", MACHINE, "",
         *md_table(["arm", "seeds", "training accuracy", "held-out, sampled", "held-out, greedy",
-                   "length change (chars)", "within incorrect", "of which work / padding", "mix",
-                   "within correct", "samples per step (x GRPO)"], rows),
+                   "length change (chars)", "within incorrect (chars)", "of which work / padding",
+                   "mix", "within correct (chars)", "samples per step (x GRPO)"], rows),
+        headline(t), "",
     ]  # fmt: skip
     if gain.notna().any():
         lines += [
             f"Held-out sampled accuracy gain, mean over seeds: {signed(gain.min())} "
             f"({arm_name(gain.idxmin())}) to {signed(gain.max())} ({arm_name(gain.idxmax())}) "
-            "points. Share of the length change within incorrect responses, mean over seeds: "
-            f"{pct(mean['incorrect_share'].min(), 0)} to {pct(mean['incorrect_share'].max(), 0)}"
-            f"; per run {pct(t['incorrect_share'].min(), 0)} to "
-            f"{pct(t['incorrect_share'].max(), 0)}.", "",
+            "points.", "",
         ]  # fmt: skip
     runs = [[
         arm_name(r["dial"]), str(r["seed"]),
         interval(r["total"], r["total_lo"], r["total_hi"], signed, digits=1),
-        interval(r["incorrect_share"], r["incorrect_share_lo"], r["incorrect_share_hi"], pct,
-                 digits=0),
-        pct(r["final_silent_fraction"], 0), pct(r["extreme_mass_share"], 0),
+        interval(r["within_incorrect"], r["within_incorrect_lo"], r["within_incorrect_hi"],
+                 signed, digits=1),
+        interval(r["within_correct"], r["within_correct_lo"], r["within_correct_hi"], signed,
+                 digits=1),
+        _share(r), pct(r["final_silent_fraction"], 0), pct(r["extreme_mass_share"], 0),
         _per_step(samples, r["dial"], r["seed"]),
     ] for _, r in t.iterrows()]  # fmt: skip
     return [
-        *lines, "Per run (90% prompt-bootstrap intervals):", "",
-        *md_table(["arm", "seed", "length change (chars)", "within incorrect",
-                   "silent groups, last 10%", "extreme-prompt mass", "samples per step"], runs),
-        source(RUNS, *([STEPS] if samples is not None else [])), "",
+        *lines, "Per run (90% prompt-bootstrap intervals; the share within incorrect responses "
+        "only where the total change's interval excludes 0):", "",
+        *md_table(["arm", "seed", "length change (chars)", "within incorrect (chars)",
+                   "within correct (chars)", "share within incorrect", "silent groups, last 10%",
+                   "extreme-prompt mass", "samples per step"], runs),
+        source(RUNS, *([STEPS] if samples is not None else [])), "", *windows_section(tables),
+    ]  # fmt: skip
+
+
+def _excludes_zero(lo, hi) -> bool:
+    return bool(lo > 0 or hi < 0)
+
+
+def _share(r: pd.Series) -> str:
+    """The run's share within incorrect with its interval, or why it has none."""
+    if not _excludes_zero(r["total_lo"], r["total_hi"]):
+        return "n/a (total holds 0)"
+    return interval(r["incorrect_share"], r["incorrect_share_lo"], r["incorrect_share_hi"], pct,
+                    digits=0)  # fmt: skip
+
+
+def headline(runs: pd.DataFrame) -> str:
+    """The decomposition's answer in its stable terms: the absolute within-incorrect and
+    within-correct changes (range of the arms' means over seeds, and how many runs' 90%
+    intervals lie above 0), then the share only over the runs whose total excludes 0."""
+    mean = runs.groupby("dial", sort=False)[["within_incorrect", "within_correct"]].mean()
+    up_w = int((runs["within_incorrect_lo"] > 0).sum())
+    up_c = int((runs["within_correct_lo"] > 0).sum())
+    shared = runs[[_excludes_zero(lo, hi) for lo, hi in zip(runs["total_lo"], runs["total_hi"],
+                                                             strict=True)]]  # fmt: skip
+    text = (
+        f"Incorrect responses changed in mean length by {signed(mean['within_incorrect'].min())} "
+        f"to {signed(mean['within_incorrect'].max())} characters across arms (mean over seeds; "
+        f"{up_w} of {len(runs)} runs' 90% intervals above 0), correct ones by "
+        f"{signed(mean['within_correct'].min())} to {signed(mean['within_correct'].max())} "
+        f"({up_c} of {len(runs)} above 0)."
+    )
+    if len(shared):
+        text += (
+            f" The share of the change within incorrect responses, over the {len(shared)} runs "
+            f"whose total change excludes 0: {pct(shared['incorrect_share'].min(), 0)} to "
+            f"{pct(shared['incorrect_share'].max(), 0)}."
+        )
+    return text
+
+
+def windows_section(tables: Tables) -> list[str]:
+    """The split at each window fraction (decompose/windows.csv): per arm and fraction the mean
+    over seeds of the within-incorrect and within-correct changes, and the runs whose share is
+    reported (total's interval excludes 0)."""
+    w = one(tables, WINDOWS)
+    if w is None:
+        return []
+    fractions = sorted(w["window_fraction"].unique())
+    rows = []
+    for dial, f in w.groupby("dial", sort=False):
+        cells = []
+        for frac in fractions:
+            g = f[f["window_fraction"] == frac]
+            cells.append(f"{signed(g['within_incorrect'].mean())} / "
+                         f"{signed(g['within_correct'].mean())} "
+                         f"({int(g['share_reported'].sum())}/{len(g)})")  # fmt: skip
+        rows.append([arm_name(dial), *cells])
+    return [
+        "Across windows (the first and last fraction of steps): within incorrect / within "
+        "correct, characters, mean over seeds (runs whose share is reported):", "",
+        *md_table(["arm", *(f"{frac:g}" for frac in fractions)], rows), source(WINDOWS), "",
     ]  # fmt: skip
 
 
