@@ -41,8 +41,8 @@ def _summary(tmp_path: Path, record: dict | None, name: str = "results") -> tupl
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "-c", "commit.gpgsign=false", *args], check=True, capture_output=True)  # fmt: skip
+    options = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "-C", str(repo), *options, *args], check=True, capture_output=True)
 
 
 def test_default_and_changed_configs_never_share_a_header(tmp_path):
@@ -151,3 +151,20 @@ def test_the_same_config_gives_the_same_record_and_a_changed_one_another():
     changed = run_record(_config(decompose={"window_fraction": 0.2}), [str(DEFAULT)], {}, REPO)
     assert repr(changed) != repr(same)
     assert set(same) == {"config", "config_files", "overrides", "changes"}  # no clock, no git
+
+
+def test_the_report_caption_of_the_summary_names_config_files_and_changed_settings():
+    """workflow/report/summary.rst, rendered as `snakemake --report` renders a caption (Jinja2
+    over the job's params, then reStructuredText)."""
+    import jinja2
+    from docutils.core import publish_parts
+    from snakemake.iocontainers import Params
+
+    caption = (REPO / "workflow" / "report" / "summary.rst").read_text()
+    record = run_record(_config(decompose={"window_fraction": 0.2}), [str(DEFAULT)], {}, REPO)
+    params = Params(fromdict={"provenance": record})
+    text = jinja2.Environment().from_string(caption).render(snakemake=Params(fromdict={
+        "params": params}))  # fmt: skip
+    html = publish_parts(text, writer="html")["body"]
+    assert '<tt class="docutils literal">config/config.yaml</tt>;' in html
+    assert "default: <tt class=\"docutils literal\">decompose.window_fraction: 0.2</tt>." in html
