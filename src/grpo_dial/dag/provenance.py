@@ -132,10 +132,13 @@ def assemble(
     }
 
 
-def header_lines(manifest: Mapping, what: str = "Config files") -> list[str]:
+def header_lines(
+    manifest: Mapping, what: str = "Config files", record: str = MANIFEST
+) -> list[str]:
     """The manifest in a few markdown bullet lines: the config files (the first the base, the
     rest overlays) and `--config` values, the commit ("dirty" when the tree had uncommitted
-    changes), every setting that differs from the default on one line, and what ran it."""
+    changes), every setting that differs from the default on one line, what ran it, and a link
+    to the full `record`."""
     files = [f"`{f['path']}`" for f in manifest.get("config_files", [])]
     sources = files[:1] + [f"{f} (overlay)" for f in files[1:]]
     overrides = [f"`{k}={_value(v)}`" for k, v in flatten(manifest.get("overrides", {})).items()]
@@ -156,5 +159,5 @@ def header_lines(manifest: Mapping, what: str = "Config files") -> list[str]:
         f"- Ran with: {versions or UNKNOWN}; {machine.get('platform', UNKNOWN)}, "
         f"{machine.get('cpu_count', UNKNOWN)} CPUs; started {manifest.get('started', UNKNOWN)}, "
         f"ended {manifest.get('ended', UNKNOWN)}",
-        f"- Full record: [`{MANIFEST}`]({MANIFEST})",
+        f"- Full record: [`{record}`]({record})",
     ]

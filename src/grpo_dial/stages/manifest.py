@@ -67,13 +67,13 @@ def machine() -> dict:
             "cpu_count": os.cpu_count(), "python_executable": sys.executable}  # fmt: skip
 
 
-def build_manifest(record: Mapping, source: str | Path | None = None) -> dict:
+def build_manifest(record: Mapping, started: str | None = None) -> dict:
     """The manifest of `record` (dag.provenance.run_record, or a command's arguments in its
-    keys): the git state of `source` (default: this checkout), packages, machine; started at
-    $GRPO_DIAL_STARTED when set (the DAG build), else now; ended now."""
+    keys): the git state of this checkout (SOURCE), packages, machine; started at `started`,
+    else $GRPO_DIAL_STARTED when set (the DAG build), else now; ended now."""
     ended = now()
-    return assemble(record, git_state(SOURCE if source is None else source), package_versions(),
-                    machine(), os.environ.get(STARTED, ended), ended)  # fmt: skip
+    started = started or os.environ.get(STARTED) or ended
+    return assemble(record, git_state(SOURCE), package_versions(), machine(), started, ended)
 
 
 def write_manifest(manifest: Mapping, path: str | Path) -> None:
