@@ -74,8 +74,9 @@ def test_overlays_and_command_line_values_are_named_in_merge_order(tmp_path):
     overlay = tmp_path / "window.yaml"
     overlay.write_text("decompose: {window_fraction: 0.2}\n")
     record = run_record(_config(decompose={"window_fraction": 0.2}),
-                        [str(overlay), str(DEFAULT)], {"seed": 3}, REPO)  # fmt: skip
+                        [str(overlay), str(DEFAULT)], {"seed": 3}, REPO, [overlay])  # fmt: skip
     assert [f["path"] for f in record["config_files"]] == ["config/config.yaml", str(overlay)]
+    assert [f["overlay"] for f in record["config_files"]] == [False, True]
     assert record["config_files"][1]["sha256"] == sha256(overlay)
     text, _ = _summary(tmp_path, record)
     assert text.splitlines()[2] == (f"- Config files: `config/config.yaml`, `{overlay}` (overlay), "
@@ -115,6 +116,7 @@ def test_outside_git_or_without_git_the_commit_is_unknown(tmp_path, monkeypatch)
     outside = tmp_path / "plain"
     outside.mkdir()
     assert m.git_state(outside) == {"commit": "unknown", "dirty": "unknown"}
+    assert m.git_state(None) == {"commit": "unknown", "dirty": "unknown"}  # an installed copy
     monkeypatch.setattr(m, "SOURCE", outside)
     text, manifest = _summary(tmp_path, run_record(_config(), [str(DEFAULT)], {}, REPO))
     assert text.splitlines()[3] == "- Commit: `unknown`"
@@ -130,8 +132,8 @@ def test_the_manifest_holds_config_files_versions_machine_and_times(tmp_path, mo
     assert list(manifest) == ["config", "config_files", "overrides", "changes", "git",
                               "packages", "machine", "started", "ended"]  # fmt: skip
     assert manifest["config"] == json.loads(json.dumps(config, default=str))
-    assert manifest["config_files"] == [{"path": "config/config.yaml",
-                                         "sha256": sha256(DEFAULT)}]  # fmt: skip
+    assert manifest["config_files"] == [{"path": "config/config.yaml", "sha256": sha256(DEFAULT),
+                                         "overlay": False}]  # fmt: skip
     for name in m.PACKAGES:
         try:
             expected = metadata.version(name)

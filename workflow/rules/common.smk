@@ -35,7 +35,8 @@ except ConfigError as error:
 
 # What decides the results (the summary's params: a changed config reruns it); the start time
 # goes to the jobs through the environment, never through params, so it reruns nothing.
-PROVENANCE = run_record(config, workflow.configfiles, workflow.config_settings.config, REPO)
+SETTINGS = workflow.config_settings  # the command line's --configfile files and --config values
+PROVENANCE = run_record(config, workflow.configfiles, SETTINGS.config, REPO, SETTINGS.configfiles)
 os.environ.setdefault(STARTED, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 RESULTS = PLAN.inputs.results

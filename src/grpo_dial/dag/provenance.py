@@ -37,14 +37,18 @@ def shown_path(path: str | Path, repo: str | Path) -> str:
         return str(path)
 
 
-def config_sources(configfiles: Iterable[str | Path], repo: str | Path) -> list[dict]:
-    """Each config file, in the order it was merged: its shown path and sha256. Snakemake lists
-    the command line's --configfile files first and the Snakefile's `configfile:` last, though
-    the latter is merged first: the embedded default is moved to the front."""
-    files = [Path(p) for p in configfiles]
-    default = (Path(repo) / DEFAULT_CONFIG).resolve()
-    files.sort(key=lambda p: p.resolve() != default)  # stable: the overlays keep their order
-    return [{"path": shown_path(p, repo), "sha256": sha256(p)} for p in files]
+def config_sources(
+    configfiles: Iterable[str | Path], repo: str | Path, overlays: Iterable[str | Path] = ()
+) -> list[dict]:
+    """Each config file in the order it was merged: its shown path, sha256 and whether it is an
+    overlay (one of `overlays`, the command line's --configfile files). Snakemake lists those
+    first and the Snakefile's `configfile:` last, though the latter is merged first: the files
+    that are no overlay come first, then the overlays in their order."""
+    extra = [Path(p) for p in overlays]
+    given = {p.resolve() for p in extra}
+    files = [Path(p) for p in configfiles if Path(p).resolve() not in given]
+    return [{"path": shown_path(p, repo), "sha256": sha256(p), "overlay": overlay}
+            for overlay, group in ((False, files), (True, extra)) for p in group]  # fmt: skip
 
 
 def flatten(values: Mapping, prefix: str = "") -> dict[str, object]:
@@ -94,15 +98,19 @@ def default_config(repo: str | Path) -> dict:
 
 
 def run_record(
-    config: Mapping, configfiles: Iterable[str | Path], overrides: Mapping, repo: str | Path
+    config: Mapping,
+    configfiles: Iterable[str | Path],
+    overrides: Mapping,
+    repo: str | Path,
+    overlays: Iterable[str | Path] = (),
 ) -> dict:
     """What decides a pipeline run's results, in plain values: the merged config (defaults
-    filled), its config files, the command line's `--config` values and the settings that
-    differ from the embedded default."""
+    filled), its config files (`overlays` those of the command line), the command line's
+    `--config` values and the settings that differ from the embedded default."""
     plain = _plain(config)
     return {
         "config": plain,
-        "config_files": config_sources(configfiles, repo),
+        "config_files": config_sources(configfiles, repo, overlays),
         "overrides": _plain(overrides),
         "changes": settings_changes(plain, default_config(repo)),
     }
@@ -135,12 +143,11 @@ def assemble(
 def header_lines(
     manifest: Mapping, what: str = "Config files", record: str = MANIFEST
 ) -> list[str]:
-    """The manifest in a few markdown bullet lines: the config files (the first the base, the
-    rest overlays) and `--config` values, the commit ("dirty" when the tree had uncommitted
-    changes), every setting that differs from the default on one line, what ran it, and a link
-    to the full `record`."""
-    files = [f"`{f['path']}`" for f in manifest.get("config_files", [])]
-    sources = files[:1] + [f"{f} (overlay)" for f in files[1:]]
+    """The manifest in a few markdown bullet lines: the config files (overlays marked) and
+    `--config` values, the commit ("dirty" when tracked files differed from it), every setting
+    that differs from the default on one line, what ran it, and a link to the full `record`."""
+    files = manifest.get("config_files", [])
+    sources = [f"`{f['path']}`" + (" (overlay)" if f.get("overlay") else "") for f in files]
     overrides = [f"`{k}={_value(v)}`" for k, v in flatten(manifest.get("overrides", {})).items()]
     if overrides:
         sources.append("--config " + " ".join(overrides))

@@ -20,7 +20,9 @@ from grpo_dial.dag.provenance import STARTED, UNKNOWN, assemble
 
 PACKAGES = ("grpo-dial", "snakemake", "torch", "transformers", "datasets", "pandas", "numpy",
             "seaborn", "pyyaml", "trl")  # fmt: skip
-SOURCE = Path(__file__).resolve().parents[3]  # the checkout whose src/ this module was read from
+_HERE = Path(__file__).resolve()  # <checkout>/src/grpo_dial/stages/manifest.py, or installed
+# the checkout whose src/ this module was read from; None for an installed (non-editable) copy
+SOURCE = _HERE.parents[3] if _HERE.parents[2].name == "src" else None
 
 
 def now() -> str:
@@ -28,9 +30,11 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def git_state(path: str | Path) -> dict:
+def git_state(path: str | Path | None) -> dict:
     """The commit checked out at `path` and whether tracked files differ from it (`dirty`);
-    UNKNOWN for both outside a git checkout or without git."""
+    UNKNOWN for both outside a git checkout, without git, or without a path."""
+    if path is None:
+        return {"commit": UNKNOWN, "dirty": UNKNOWN}
 
     def git(*args: str) -> str | None:
         try:
