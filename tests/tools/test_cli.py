@@ -254,3 +254,26 @@ def test_diagnose_prints_the_expected_silent_share_its_figure_draws(tmp_path, ca
     at_first_step = sum(float(line.get_ydata()[0]) for line in dashed)
     assert printed["expected_silent_first"] == f"{at_first_step:.4g}" == "0.8246"
     assert printed["expected_silent_last"] == "0.8246"
+
+
+def test_diagnose_writes_its_manifest_and_prints_it_first(tmp_path, capsys):
+    """The manifest beside diagnose's outputs: its arguments as the config, those that differ
+    from their defaults as the changes; the printed summary starts with the same header."""
+    import json
+
+    from external_fixtures import write_trl_run
+
+    run = write_trl_run(tmp_path / "run", steps=4, prompts=3)
+    out = tmp_path / "out"
+    argv = ["diagnose", str(run), "--format", "trl", "--out", str(out), "--n-boot", "10"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["n_boot"] == 10 and manifest["config"]["out"] == str(out)
+    assert manifest["changes"] == ["n_boot: 10"]
+    assert manifest["config_files"] == [] and manifest["packages"]["pandas"] == pd.__version__
+    assert lines[0] == f"- Diagnosed: {run} (--format trl) into {out}"
+    assert lines[1] == "- Engine config files: none"
+    assert lines[2].startswith("- Commit: `")
+    assert lines[3] == "- Settings that differ from the default: `n_boot: 10`"
+    assert lines[5] == f"- Full record: [`{out / 'manifest.json'}`]({out / 'manifest.json'})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -449,4 +450,15 @@ def test_analysis_rules_end_to_end(tmp_path, shared_data):
     # a second run has nothing to do: finished results are kept
     again = snakemake(tmp_path, tiny_config(results), "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+    # the provenance: a changed setting reruns the summary alone (its params), naming the change
+    manifest = json.loads((results / "manifest.json").read_text())
+    assert manifest["config_files"][-1]["path"] == str(tmp_path / "config.yaml")
+    assert "decompose.window_fraction: 0.1" not in manifest["changes"]
+    changed = tiny_config(results)
+    changed["decompose"]["window_fraction"] = 0.2
+    rerun = snakemake(tmp_path, changed, "-n")
+    assert planned_jobs(rerun.stdout) == {"summary": 1, "all": 1}
+    assert "Params have changed since last execution" in rerun.stdout + rerun.stderr
+    assert snakemake(tmp_path, changed).returncode == 0
+    assert "`decompose.window_fraction: 0.2`" in (results / "summary.md").read_text()
     shutil.rmtree(tmp_path / ".snakemake", ignore_errors=True)

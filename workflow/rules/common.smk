@@ -7,6 +7,7 @@ a config problem stops the DAG build with one line (a WorkflowError), before any
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(workflow.basedir).resolve()
@@ -20,6 +21,7 @@ from grpo_dial.dag.plan import (  # noqa: E402
     open_plan,
     section,
 )
+from grpo_dial.dag.provenance import STARTED, run_record  # noqa: E402
 from grpo_dial.dag.resources import gpu_jobs  # noqa: E402
 from grpo_dial.data.sources import OFFLINE_VARIABLES  # noqa: E402
 from grpo_dial.tools.cluster_check import install as fit_to_cluster  # noqa: E402
@@ -30,6 +32,12 @@ try:  # the one door: files and values checked, the schema read once and validat
     PLAN = open_plan(config, workflow.configfiles, REPO, Path.cwd())
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+
+# What decides the results (the summary's params: a changed config reruns it); the start time
+# goes to the jobs through the environment, never through params, so it reruns nothing.
+SETTINGS = workflow.config_settings  # the command line's --configfile files and --config values
+PROVENANCE = run_record(config, workflow.configfiles, SETTINGS.config, REPO, SETTINGS.configfiles)
+os.environ.setdefault(STARTED, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 RESULTS = PLAN.inputs.results
 FIG = f"{RESULTS}/figures"  # every figure rule's folder

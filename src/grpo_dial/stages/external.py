@@ -25,6 +25,7 @@ DIAGNOSE_FILES = (
     "diagnosis.png",
     "diagnosis.pdf",
     "estimator.csv",
+    "manifest.json",  # dag.provenance.MANIFEST
 )
 
 
@@ -71,16 +72,21 @@ def clear_earlier_diagnosis(out_dir: str | Path) -> list[str]:
 
 
 def diagnose_directory(
-    spec: Mapping, out_dir: str | Path, params: Mapping
-) -> tuple[pd.DataFrame, str, list[str]]:
+    spec: Mapping, out_dir: str | Path, params: Mapping, record: Mapping | None = None,
+    started: str | None = None,
+) -> tuple[pd.DataFrame, str, list[str], dict]:
     """Import, diagnose and draw one run into out_dir (never the run's own folder); returns the
-    key numbers, the import report in one line and the warnings. Once the run is imported, the
-    files an earlier diagnosis wrote to out_dir are deleted (clear_earlier_diagnosis) before any
-    is written, so the folder never mixes two runs' outputs."""
+    key numbers, the import report in one line, the warnings and the manifest. Once the run is
+    imported, the files an earlier diagnosis wrote to out_dir are deleted
+    (clear_earlier_diagnosis) before any is written, so the folder never mixes two runs'
+    outputs. The manifest (stages.manifest.build_manifest of `record`, the command's arguments
+    in dag.provenance.run_record's keys; {} without one) is written last, as manifest.json."""
+    from grpo_dial.dag.provenance import MANIFEST
     from grpo_dial.external.diagnostics import diagnose, run_warnings
     from grpo_dial.external.importers import import_run as load
     from grpo_dial.figures import save
     from grpo_dial.figures.external import external_figure as draw
+    from grpo_dial.stages.manifest import build_manifest, write_manifest
 
     out, run = Path(out_dir).resolve(), Path(spec["path"]).resolve()
     if out == run or run in out.parents:
@@ -95,7 +101,10 @@ def diagnose_directory(
         write_table(frame, out / f"{key}{_SUFFIX.get(key, '.csv')}")
     save(draw(name, tables["curves"], tables["silent"], tables["terms"]),
          out / "diagnosis.png", out / "diagnosis.pdf")  # fmt: skip
-    return tables["summary"], str(report), run_warnings(tables["summary"])
+    manifest = {} if record is None else build_manifest(record, started)
+    if manifest:
+        write_manifest(manifest, out / MANIFEST)
+    return tables["summary"], str(report), run_warnings(tables["summary"]), manifest
 
 
 def run_estimator_line(

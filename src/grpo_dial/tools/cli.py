@@ -107,7 +107,9 @@ def _fresh_out(directory: str) -> Path:
 def diagnose(args: argparse.Namespace) -> None:
     """Import a logged run, print its key numbers, write tables and a figure to --out."""
     from grpo_dial.stages.external import diagnose_directory, run_estimator_line
+    from grpo_dial.stages.manifest import now
 
+    started = now()
     spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
     for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size"):
         if getattr(args, key) is not None:
@@ -122,7 +124,12 @@ def diagnose(args: argparse.Namespace) -> None:
         spec["columns"] = _pairs(args.columns, "columns")
     out = Path(args.out) if args.out else _fresh_out(args.directory)
     params = {"window_fraction": args.window, "n_boot": args.n_boot, "seed": 0, "fidelity": 0.9}
-    summary, report, warnings = diagnose_directory(spec, out, params)
+    record = _diagnose_record(args, out)
+    summary, report, warnings, manifest = diagnose_directory(spec, out, params, record, started)
+    from grpo_dial.dag.provenance import MANIFEST, header_lines
+
+    print(f"- Diagnosed: {args.directory} (--format {args.format}) into {out}")
+    print("\n".join(header_lines(manifest, "Engine config files", str(out / MANIFEST))))
     print(report)
     width = max(len(m) for m in summary["metric"])
     for metric, value in zip(summary["metric"], summary["value"], strict=True):
@@ -131,6 +138,26 @@ def diagnose(args: argparse.Namespace) -> None:
         print(f"warning: {line}")
     print("estimator: " + run_estimator_line(args.directory, args.engine_config, args.format, out))
     print(f"tables and diagnosis.png written to {out}")
+
+
+def _diagnose_record(args: argparse.Namespace, out: Path) -> dict:
+    """diagnose's provenance in dag.provenance.run_record's keys: its arguments as the config
+    (--out as resolved), the --engine-config files, and the arguments that differ from their
+    defaults as the changes."""
+    from grpo_dial.dag.provenance import config_sources, settings_changes
+
+    def arguments(namespace: argparse.Namespace) -> dict:
+        return {k: v for k, v in vars(namespace).items() if k not in ("func", "out")}
+
+    ours = arguments(args)
+    defaults = arguments(build_parser().parse_args(["diagnose", args.directory, "--format",
+                                                    args.format]))  # fmt: skip
+    return {
+        "config": {**ours, "out": str(out)},
+        "config_files": config_sources(args.engine_config or [], Path.cwd()),
+        "overrides": {},
+        "changes": settings_changes(ours, defaults),
+    }
 
 
 def bench(args: argparse.Namespace) -> None:

@@ -9,7 +9,7 @@ identical on any machine), then those of the trained policy (machine-dependent).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -60,9 +60,10 @@ def _aware(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     return ["## The aware tail", "", *body, "", source(*paths), ""]
 
 
-def summary_markdown(tables: Mapping[str, pd.DataFrame]) -> str:
-    """Markdown with one section per kind of table present, in a fixed order."""
-    lines = list(HEADER)
+def summary_markdown(tables: Mapping[str, pd.DataFrame], front: Sequence[str] = ()) -> str:
+    """Markdown with one section per kind of table present, in a fixed order; the `front` lines
+    (the run's provenance), when given, come right under the title, before anything else."""
+    lines = [*HEADER[:2], *((*front, "") if front else ()), *HEADER[2:]]
     for section in (*SECTIONS, _aware, _estimators, _external):
         lines += section(tables)
     return "\n".join(lines).rstrip() + "\n"
