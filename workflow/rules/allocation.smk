@@ -20,6 +20,7 @@ rule allocation_comparison:
     benchmark:
         f"{RESULTS}/benchmarks/allocation/comparison.tsv"
     params:
+        code=fingerprint("allocation_comparison"),  # the source it runs: an edit reruns it
         runs=ALLOCATION_RUNS,
         pairs=ALLOCATION_PAIRS,
         target=config["allocation_compare"]["target"],
@@ -45,6 +46,7 @@ rule allocation_figure:
     benchmark:
         f"{RESULTS}/benchmarks/figures/allocation.tsv"
     params:
+        code=fingerprint("allocation_figure"),  # the source it runs: an edit reruns it
         pairs=ALLOCATION_PAIRS,
     conda:
         "../../envs/grpo-dial.yaml"

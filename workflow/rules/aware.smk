@@ -38,6 +38,7 @@ rule aware_base:
         f"{RESULTS}/benchmarks/aware/aware_base.tsv"
     threads: config["train"]["threads"]
     params:
+        code=fingerprint("aware_base"),  # the source it runs: an edit reruns it
         **CHANNEL_PARAMS,
         model=config["model"]["base"],
         sgd_weights=config["aware_sweep"]["sgd_weights"],
@@ -69,6 +70,7 @@ rule aware_summary:
     benchmark:
         f"{RESULTS}/benchmarks/aware/aware_summary.tsv"
     params:
+        code=fingerprint("aware_summary"),  # the source it runs: an edit reruns it
         runs=RUNS,
         arms=ARM_FIELDS,
         train=config["train"],
@@ -105,6 +107,7 @@ rule aware_figure:
     benchmark:
         f"{RESULTS}/benchmarks/figures/aware_figure.tsv"
     params:
+        code=fingerprint("aware_figure"),  # the source it runs: an edit reruns it
         reference=config["channel"]["reference"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -125,6 +128,7 @@ rule aware_bridge:
     benchmark:
         f"{RESULTS}/benchmarks/aware/aware_bridge.tsv"
     params:
+        code=fingerprint("aware_bridge"),  # the source it runs: an edit reruns it
         n_boot=config["real_lengths"]["n_boot"],
         seed=config["real_lengths"]["seed"],
     conda:
@@ -144,6 +148,7 @@ rule aware_rates:
     log:
         f"{RESULTS}/logs/aware_sweep/rates.log",
     params:
+        code=fingerprint("aware_rates"),  # the source it runs: an edit reruns it
         arm=ARM_FIELDS.get(config["channel"]["reference"]),  # the rates are the reference's alone
         train=config["train"],
         task=TASK,
@@ -173,6 +178,7 @@ rule aware_sweep_cell:
         f"{RESULTS}/benchmarks/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.tsv"
     threads: config["train"]["threads"]
     params:
+        code=fingerprint("aware_sweep_cell"),  # the source it runs: an edit reruns it
         task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
@@ -209,6 +215,7 @@ rule aware_frozen_cell:
         f"{RESULTS}/benchmarks/aware_sweep/{AWARE_FROZEN}.tsv"
     threads: config["train"]["threads"]
     params:
+        code=fingerprint("aware_frozen_cell"),  # the source it runs: an edit reruns it
         task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
@@ -246,6 +253,7 @@ rule aware_probe:
         f"{RESULTS}/benchmarks/aware_sweep/aware_probe.tsv"
     threads: config["train"]["threads"]
     params:
+        code=fingerprint("aware_probe"),  # the source it runs: an edit reruns it
         **CHANNEL_PARAMS,
         model=config["model"]["base"],
         arms=ARM_FIELDS,
@@ -287,6 +295,7 @@ rule aware_dose:
     benchmark:
         f"{RESULTS}/benchmarks/aware_sweep/aware_dose.tsv"
     params:
+        code=fingerprint("aware_dose"),  # the source it runs: an edit reruns it
         arms=ARM_FIELDS,
         reference=config["channel"]["reference"],
         train=config["train"],
@@ -311,6 +320,8 @@ rule aware_dose_figure:
         pdf=f"{RESULTS}/figures/aware_dose.pdf",
     log:
         f"{RESULTS}/logs/figures/aware_dose_figure.log",
+    params:
+        code=fingerprint("aware_dose_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

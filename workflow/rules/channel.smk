@@ -10,6 +10,7 @@ rule channel_base:
         f"{RESULTS}/benchmarks/channel/base.tsv"
     threads: config["train"]["threads"]
     params:
+        code=fingerprint("channel_base"),  # the source it runs: an edit reruns it
         **CHANNEL_PARAMS,
         model=config["model"]["base"],
     conda:
@@ -30,6 +31,7 @@ rule channel_run:
         f"{RESULTS}/benchmarks/channel/{{dial}}/seed{{seed}}.tsv"
     threads: config["train"]["threads"]
     params:
+        code=fingerprint("channel_run"),  # the source it runs: an edit reruns it
         **CHANNEL_PARAMS,
     conda:
         "../../envs/grpo-dial.yaml"
@@ -58,6 +60,7 @@ rule channel_summary:
     benchmark:
         f"{RESULTS}/benchmarks/channel/channel_summary.tsv"
     params:
+        code=fingerprint("channel_summary"),  # the source it runs: an edit reruns it
         runs=RUNS,
         dials=DIAL_FIELDS,
         group_size=config["train"]["group_size"],
@@ -92,6 +95,7 @@ rule channel_figures:
     benchmark:
         f"{RESULTS}/benchmarks/figures/channel_figures.tsv"
     params:
+        code=fingerprint("channel_figures"),  # the source it runs: an edit reruns it
         reference=config["channel"]["reference"],
     conda:
         "../../envs/grpo-dial.yaml"

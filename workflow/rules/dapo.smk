@@ -13,6 +13,7 @@ rule dapo_consistency:
     benchmark:
         f"{RESULTS}/benchmarks/dapo/dapo_consistency.tsv"
     params:
+        code=fingerprint("dapo_consistency"),  # the source it runs: an edit reruns it
         eval_samples=DAPO["eval_samples"],
         n_boot=DAPO["n_boot"],
         seed=DAPO["seed"],
@@ -34,6 +35,8 @@ rule dapo_figure:
         f"{RESULTS}/logs/figures/dapo_fit.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/dapo_fit.tsv"
+    params:
+        code=fingerprint("dapo_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

@@ -18,6 +18,7 @@ rule difficulty_analysis:
     benchmark:
         f"{RESULTS}/benchmarks/difficulty/{{table}}.tsv"
     params:
+        code=fingerprint("difficulty_analysis"),  # the source it runs: an edit reruns it
         **config["difficulty"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -43,6 +44,8 @@ rule difficulty_figure:
         f"{RESULTS}/logs/figures/difficulty_{{table}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/difficulty_{{table}}.tsv"
+    params:
+        code=fingerprint("difficulty_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

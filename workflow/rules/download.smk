@@ -7,6 +7,7 @@ rule download:
     wildcard_constraints:
         file="|".join(re.escape(name) for name in PUBLIC_FILES) or "NONE",
     params:
+        code=fingerprint("download"),  # the source it runs: an edit reruns it
         url=lambda wildcards: PUBLIC[PUBLIC_FILES[wildcards.file]]["url"],
         sha256=lambda wildcards: PUBLIC[PUBLIC_FILES[wildcards.file]]["sha256"],
         offline=OFFLINE,

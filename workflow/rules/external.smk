@@ -7,6 +7,7 @@ rule import_run:
     benchmark:
         f"{RESULTS}/benchmarks/external/{{run}}/import.tsv"
     params:
+        code=fingerprint("import_run"),  # the source it runs: an edit reruns it
         spec=run_spec,
     conda:
         "../../envs/grpo-dial.yaml"
@@ -33,6 +34,7 @@ rule diagnose_run:
     benchmark:
         f"{RESULTS}/benchmarks/external/{{run}}/diagnose.tsv"
     params:
+        code=fingerprint("diagnose_run"),  # the source it runs: an edit reruns it
         name=lambda wildcards: wildcards.run,
         window_fraction=config["decompose"]["window_fraction"],
         n_boot=config["decompose"]["n_boot"],
@@ -61,6 +63,7 @@ rule external_figure:
     benchmark:
         f"{RESULTS}/benchmarks/figures/external_{{run}}.tsv"
     params:
+        code=fingerprint("external_figure"),  # the source it runs: an edit reruns it
         name=lambda wildcards: wildcards.run,
     conda:
         "../../envs/grpo-dial.yaml"

@@ -19,6 +19,7 @@ rule length_bias:
     benchmark:
         f"{RESULTS}/benchmarks/length_bias/{{table}}.tsv"
     params:
+        code=fingerprint("length_bias"),  # the source it runs: an edit reruns it
         **{key: LB[key] for key in LENGTH_BIAS_KEYS},
     conda:
         "../../envs/grpo-dial.yaml"
@@ -43,6 +44,8 @@ rule length_bias_figure:
         f"{RESULTS}/logs/figures/length_bias_{{table}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/length_bias_{{table}}.tsv"
+    params:
+        code=fingerprint("length_bias_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:
@@ -68,6 +71,7 @@ rule length_pressure:
     benchmark:
         f"{RESULTS}/benchmarks/length_pressure/train.tsv"
     params:
+        code=fingerprint("length_pressure"),  # the source it runs: an edit reruns it
         runs=RUNS,
         dials=DIAL_FIELDS,
         window_fraction=config["decompose"]["window_fraction"],
@@ -88,6 +92,7 @@ rule length_pressure_external:
     benchmark:
         f"{RESULTS}/benchmarks/external/{{run}}/length_pressure.tsv"
     params:
+        code=fingerprint("length_pressure_external"),  # the source it runs: an edit reruns it
         name=lambda wildcards: wildcards.run,
         normalizer=lambda wildcards: LB["run_normalizers"].get(wildcards.run),
     conda:
@@ -112,6 +117,8 @@ rule length_pressure_figure:
         f"{RESULTS}/logs/figures/length_pressure.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/length_pressure.tsv"
+    params:
+        code=fingerprint("length_pressure_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

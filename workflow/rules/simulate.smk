@@ -14,6 +14,7 @@ rule simulate:
     benchmark:
         f"{RESULTS}/benchmarks/simulate/{{table}}.tsv"
     params:
+        code=fingerprint("simulate"),  # the source it runs: an edit reruns it
         n_prompts=config["simulate"]["n_prompts"],
         group_size=config["simulate"]["group_size"],
         steps=config["simulate"]["steps"],
@@ -47,6 +48,8 @@ rule simulation_figure:
         f"{RESULTS}/logs/figures/simulation_{{table}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/simulation_{{table}}.tsv"
+    params:
+        code=fingerprint("simulation_figure"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

@@ -9,6 +9,7 @@ rule summary:
             f"{RESULTS}/manifest.json", caption="../report/manifest.rst", category="Summary"
         ),
     params:
+        code=fingerprint("summary"),  # the source it runs: an edit reruns it
         provenance=PROVENANCE,
     log:
         f"{RESULTS}/logs/summary.log",

@@ -13,6 +13,7 @@ rule theory_tables:
     benchmark:
         f"{RESULTS}/benchmarks/theory/theory_tables.tsv"
     params:
+        code=fingerprint("theory_tables"),  # the source it runs: an edit reruns it
         pass_rates=config["theory"]["pass_rates"],
         fidelities=config["theory"]["fidelities"],
         group_sizes=config["theory"]["group_sizes"],
@@ -34,6 +35,7 @@ rule identity_check:
     benchmark:
         f"{RESULTS}/benchmarks/theory/identity_check.tsv"
     params:
+        code=fingerprint("identity_check"),  # the source it runs: an edit reruns it
         **config["theory"]["identity"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -50,6 +52,7 @@ rule group_bias:
     benchmark:
         f"{RESULTS}/benchmarks/theory/group_bias.tsv"
     params:
+        code=fingerprint("group_bias"),  # the source it runs: an edit reruns it
         **config["theory"]["group_bias"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -73,6 +76,7 @@ rule estimator_tables:
     benchmark:
         f"{RESULTS}/benchmarks/theory/estimator_tables.tsv"
     params:
+        code=fingerprint("estimator_tables"),  # the source it runs: an edit reruns it
         p_grid_points=config["theory"]["p_grid_points"],
         **config["theory"]["estimators"],
     conda:
@@ -109,6 +113,7 @@ rule theory_figures:
     benchmark:
         f"{RESULTS}/benchmarks/figures/theory_figures.tsv"
     params:
+        code=fingerprint("theory_figures"),  # the source it runs: an edit reruns it
         pass_rates=config["theory"]["pass_rates"],
     conda:
         "../../envs/grpo-dial.yaml"

@@ -11,6 +11,7 @@ rule decompose_length:
     benchmark:
         f"{RESULTS}/benchmarks/decompose/{{dial}}/seed{{seed}}.tsv"
     params:
+        code=fingerprint("decompose_length"),  # the source it runs: an edit reruns it
         **config["decompose"],
     conda:
         "../../envs/grpo-dial.yaml"
@@ -44,6 +45,7 @@ rule training_summary:
     benchmark:
         f"{RESULTS}/benchmarks/decompose/training_summary.tsv"
     params:
+        code=fingerprint("training_summary"),  # the source it runs: an edit reruns it
         runs=RUNS,
         prompts_per_step=config["train"]["prompts_per_step"],
         group_size=config["train"]["group_size"],
@@ -67,6 +69,7 @@ rule window_sensitivity:
     benchmark:
         f"{RESULTS}/benchmarks/decompose/window_sensitivity.tsv"
     params:
+        code=fingerprint("window_sensitivity"),  # the source it runs: an edit reruns it
         runs=RUNS,
         fractions=config["window_sensitivity"]["fractions"],
         n_boot=config["decompose"]["n_boot"],
@@ -97,6 +100,8 @@ rule training_figures:
         f"{RESULTS}/logs/figures/training_figures.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures/training_figures.tsv"
+    params:
+        code=fingerprint("training_figures"),  # the source it runs: an edit reruns it
     conda:
         "../../envs/grpo-dial.yaml"
     script:

@@ -43,6 +43,8 @@ class Inputs:
             self.mirror = mirror_folder(config["data_mirror"], repo)
         except ValueError as error:
             fail("data_mirror", str(error))
+        if self.mirror is not None and self.mirror.is_absolute():  # as the jobs' inputs: relative
+            self.mirror = Path(os.path.relpath(self.mirror, workdir))  # a moved checkout reruns 0
         self.public = config["public_data"]
         for name, entry in self.public.items():
             try:

@@ -114,6 +114,7 @@ def _arm(params: Mapping, lr_scale: float = 1.0):
         attn_implementation=params.get("attn_implementation", "sdpa"),
         device=params["device"],
         lr_scale=lr_scale,
+        code=str(params.get("code", "")),  # the rule's source: a checkpoint of other code is aside
     )
     arm = arm_from_fields(params["arm"])
     return arm, replace(config, allocation=arm.allocation)

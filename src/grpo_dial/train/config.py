@@ -244,6 +244,13 @@ class TrainConfig:
         "Attention kernel passed to from_pretrained ('sdpa', 'eager', 'flash_attention_2').",
         kind=str, nullable=True,
     )  # fmt: skip
+    code: str = setting(
+        "",
+        "The fingerprint of the source the train job runs (grpo_dial.dag.fingerprint), set by the "
+        "job: part of the resume key, so a checkpoint written by other code is set aside, never "
+        "resumed.",
+        kind=str,
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -266,9 +273,11 @@ class TrainConfig:
 
 # TrainConfig fields the config's `train` block does not set: a train job fills them from other
 # sections (pass_rates.pool and .seed, the run's seed, model.device, the lr calibration,
-# model.attn_implementation) or leaves them at their defaults (progress).
+# model.attn_implementation, the rule's source fingerprint) or leaves them at their defaults
+# (progress).
 SET_BY_THE_JOB = (
     "train_pool", "pool_seed", "seed", "device", "lr_scale", "progress", "attn_implementation",
+    "code",
 )  # fmt: skip
 
 
