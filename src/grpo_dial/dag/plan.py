@@ -264,15 +264,24 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     )
 
 
-def open_plan(config: dict, configfiles: list, repo: Path, workdir: Path) -> Plan:
-    """The config's one door at DAG build: the schema read once, the config files and values
-    checked, the schema validated (defaults filled into `config` in place), then `build_plan`.
-    Raises ConfigError with one line naming the key or file of the first problem."""
+def check_config(config: dict, configfiles: list, repo: Path) -> None:
+    """The config files and values checked, then the schema validated (defaults filled into
+    `config` in place): the checks of `open_plan` before its inputs and arms, which a command
+    that reads a config without building the DAG (grpo-dial memory) shares. Raises ConfigError
+    with one line naming the key or file of the first problem."""
     schema = read_schema(Path(repo) / SCHEMA)
     if (problem := config_problems(config, configfiles, schema)) is not None:
         raise ConfigError(problem)  # before the schema: duplicate keys, '1e-4' read as text, ...
     if (problem := config_error(config, schema)) is not None:
         raise ConfigError(problem)
+
+
+def open_plan(config: dict, configfiles: list, repo: Path, workdir: Path) -> Plan:
+    """The config's one door at DAG build: the schema read once, the config files and values
+    checked, the schema validated (defaults filled into `config` in place; `check_config`),
+    then `build_plan`. Raises ConfigError with one line naming the key or file of the first
+    problem."""
+    check_config(config, configfiles, repo)
     return build_plan(config, Path(repo), Path(workdir))
 
 
