@@ -183,8 +183,8 @@ def name_problem(config: Mapping) -> str | None:
         for name in entries:
             if not isinstance(name, str):
                 return (
-                    f"config error at '{section}': the name {shown(name)} is a "
-                    f"{type(name).__name__}, not text; names are text (quote it in the file)"
+                    f"config error at '{section}': the name {shown(name)} is not text (YAML "
+                    f"reads it as {type(name).__name__}); quote it in the file"
                 )
             if any(ord(c) < 32 or ord(c) == 127 for c in name):
                 return (
