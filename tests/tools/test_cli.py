@@ -277,3 +277,45 @@ def test_diagnose_writes_its_manifest_and_prints_it_first(tmp_path, capsys):
     assert lines[2].startswith("- Commit: `")
     assert lines[3] == "- Settings that differ from the default: `n_boot: 10`"
     assert lines[5] == f"- Full record: [`{out / 'manifest.json'}`]({out / 'manifest.json'})"
+
+
+def test_stage_with_missing_params_names_them_in_one_line(tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_text("pass_rates: [0.1]\ngroup_sizes: [4]\n")
+    args = ["stage", "theory_tables", "--params", str(params), "--output", f"grid={tmp_path}/g"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("grpo-dial: error: stage theory_tables: missing params ")
+    assert "\n" not in err
+    assert "fidelities, p_grid_points, silent_deltas;" in err and "group_sizes" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("train:\n  group_size: '8'\n", "config error at 'train.group_size': '8' is text"),
+        ("train:\n\tgroup_size: 8\n", "not valid YAML"),
+        ("train:\n  micro_batch: 0\n", "config error at 'train.micro_batch': 0 is less than"),
+    ],
+)
+def test_memory_checks_the_config_as_the_dag_build_does(tmp_path, capsys, monkeypatch, text,
+                                                        fragment):  # fmt: skip
+    from conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(text)
+    assert main(["memory", "--configfile", "config/gpu.yaml", str(overlay)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("grpo-dial: error: config error") and "\n" not in err
+    assert fragment in err, err
+    overlay.write_text("train:\n  micro_batch: 4\n")  # the valid neighbour
+    assert main(["memory", "--configfile", "config/gpu.yaml", str(overlay)]) == 0
+
+
+def test_the_memory_model_refuses_a_micro_batch_below_one():
+    from grpo_dial.policy.memory import KNOWN, update_bytes
+
+    with pytest.raises(ValueError, match="micro_batch=0 is not valid"):
+        update_bytes(KNOWN["smollm2"], 8, 16, 16, micro_batch=0)
+    assert update_bytes(KNOWN["smollm2"], 8, 16, 16, micro_batch=1)["peak"] > 0

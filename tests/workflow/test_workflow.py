@@ -171,7 +171,17 @@ def test_default_dry_run_lists_every_analysis_job():
             "config error at 'warm_start.style_weights': every weight is 0",
         ),
         ({"dials": {"a" * 300: {}}}, "an arm's name is 1 to 64 letters"),
-        ({"dials": {"grpo\n": {}}}, "an arm's name is 1 to 64 letters"),
+        ({"dials": {"grpo\n": {}}}, "config error at 'dials': the name 'grpo\\n' holds a control"),
+        ({"runs": {1: {"format": "trl", "path": "x"}}}, "config error at 'runs': the name 1 is"),
+        (
+            {"dials": {"a": {"group_size": "adaptive", "allocation": {"g_min": 1, "g_max": 1}}}},
+            "config error at 'dials.a.allocation.g_max': 1 gives arm 'a' (group_size: adaptive)",
+        ),
+        (
+            {"dials": {"t": {"preset": "grpo", "std_ddof": 1, "eps": 0.0001, "backend": "trl"}},
+             "train": {"trl": {"processes": 3}}},
+            "config error at 'train.trl.processes': prompts_per_step x group_size = ",
+        ),
         (
             {"train": {"allocation": {"g_min": 9, "g_max": 4}}},
             "config error at 'train.allocation': g_max must be at least g_min = 9, got 4",

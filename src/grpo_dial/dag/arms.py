@@ -22,7 +22,8 @@ ARM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch: no trailing newline 
 def resolve_arms(config: Mapping) -> dict[str, Arm]:
     """Every arm of `dials`, read with train.allocation's defaults, the generation limit and
     train.backend; train.allocation is checked on its own first, so a problem there is blamed
-    on it rather than on the first arm."""
+    on it rather than on the first arm. An adaptive arm whose g_max is below 2 is refused (every
+    group would hold one response)."""
     train = config["train"]
     try:
         Allocation(**train.get("allocation", {}))
@@ -49,6 +50,14 @@ def resolve_arms(config: Mapping) -> dict[str, Arm]:
             fail(f"dials.{name}.{error.name}", str(error))
         except ValueError as error:
             fail(f"dials.{name}", str(error))
+        allocation = arms[name].allocation
+        if allocation.scheme == "adaptive" and allocation.g_max < 2:
+            own = isinstance(spec.get("allocation"), Mapping) and "g_max" in spec["allocation"]
+            fail(
+                f"dials.{name}.allocation.g_max" if own else "train.allocation.g_max",
+                f"{allocation.g_max} gives arm {name!r} (group_size: adaptive) groups of one "
+                "response: a group of one has no spread, so every advantage is 0; use 2 or more",
+            )
     return arms
 
 

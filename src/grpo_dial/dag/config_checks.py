@@ -20,7 +20,15 @@ own check, with the one schema it read).
 - a number that is not finite (`lr: .nan`, `temperature: .inf`): the schema's ranges compare
   false with NaN, so it would reach a job;
 - a file with more than MAX_ALIASES YAML aliases (an alias bomb: a few hundred bytes that expand
-  exponentially when the config is walked), refused before anything walks it.
+  exponentially when the config is walked), refused before anything walks it; a file over
+  MAX_FILE_BYTES, refused before it is parsed. YAML merge keys (`<<: *base`) are read as
+  yaml.safe_load reads them: the keys a mapping gives override the merged ones;
+- a name of `dials`, `passrate_tables`, `runs` or `public_data` that is not text (`1:`, `true:`)
+  or holds a control character (a trailing newline included): names become folders and rows;
+- `dials: {name: null}` (null switches an arm off) where no config file, nor the schema's
+  default, defines an arm `name` to switch off (a typo would otherwise pass silently).
+
+A value echoed in a line is cut to SHOWN_CHARS characters (`shown`), with its full length.
 
 Standard library only at import (the DAG build imports no torch); PyYAML, which Snakemake
 itself reads configs with, is imported inside the file check.
@@ -35,12 +43,29 @@ from pathlib import Path
 
 SEED_MAX = 2**32 - 1
 MAX_ALIASES = 100
+MAX_FILE_BYTES = 4 * 2**20  # a config file is a few kB; a larger one is not read
+SHOWN_CHARS = 200  # the most characters of a value one error line echoes
+NAMED_SECTIONS = ("dials", "passrate_tables", "runs", "public_data")  # name -> entry
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # YAML 1.1 floats need a dot
 _DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 
 
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """repr(value), cut to `limit` characters with an ellipsis and the full length when longer."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def cut(text: str) -> str:
+    """`text`, cut to SHOWN_CHARS characters with an ellipsis and its full length."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+
+
 def _where(path: tuple) -> str:
-    return ".".join(str(p) for p in path) or "<top level>"
+    return cut(".".join(str(p) for p in path)) or "<top level>"
 
 
 def _walk(node: object, path: tuple = ()) -> Iterable[tuple[tuple, object]]:
@@ -55,6 +80,11 @@ def _walk(node: object, path: tuple = ()) -> Iterable[tuple[tuple, object]]:
 
 def file_problem(path: str | Path) -> str | None:
     """One line for a config file with a duplicate key or an unsafe tag; None when it reads."""
+    return _read_file(path)[0]
+
+
+def _read_file(path: str | Path) -> tuple[str | None, object]:
+    """(one line for the file's first problem, None) or (None, its contents)."""
     import yaml
 
     class StrictLoader(yaml.SafeLoader):
@@ -63,6 +93,8 @@ def file_problem(path: str | Path) -> str | None:
     def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
         seen: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # `<<: *base`: construct_mapping merges it
+                continue
             key = loader.construct_object(key_node, deep=True)
             if key in seen:
                 line = key_node.start_mark.line + 1
@@ -75,9 +107,15 @@ def file_problem(path: str | Path) -> str | None:
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            return (
+                f"config error in {path}: the file is {size} bytes; a config file may be at most "
+                f"{MAX_FILE_BYTES} bytes (keep data in files the config names)"
+            ), None
         text = Path(path).read_text()
     except OSError as err:
-        return f"config error: cannot read config file {path}: {err.strerror}"
+        return f"config error: cannot read config file {path}: {err.strerror}", None
     try:
         events = yaml.parse(text, Loader=yaml.SafeLoader)
         aliases = sum(isinstance(event, yaml.AliasEvent) for event in events)
@@ -85,10 +123,10 @@ def file_problem(path: str | Path) -> str | None:
             return (
                 f"config error in {path}: {aliases} YAML aliases (*name); a config file may "
                 f"use at most {MAX_ALIASES} (more can expand exponentially: an alias bomb)"
-            )
-        yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+            ), None
+        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except ValueError as err:
-        return str(err)
+        return str(err), None
     except yaml.constructor.ConstructorError as err:
         tag = getattr(err, "problem", "") or str(err)
         found = re.search(r"tag '([^']+)'", tag)
@@ -97,11 +135,12 @@ def file_problem(path: str | Path) -> str | None:
         return (
             f"config error in {path}{at}: the tag {found.group(1) if found else tag!r} is not "
             f"allowed; config files are read with a safe loader (plain values only)"
-        )
+        ), None
     except yaml.YAMLError as err:
         first = str(err).strip().splitlines()
-        return f"config error in {path}: not valid YAML: {' '.join(x.strip() for x in first)}"
-    return None
+        text = " ".join(x.strip() for x in first)
+        return f"config error in {path}: not valid YAML: {cut(text)}", None
+    return None, data
 
 
 def _typed_keys(schema: Mapping, want: str, path: tuple = ()) -> Iterable[tuple]:
@@ -134,15 +173,59 @@ def _matches(pattern: tuple, path: tuple) -> bool:
     )
 
 
+def name_problem(config: Mapping) -> str | None:
+    """One line for the first name of NAMED_SECTIONS that is not text or holds a control
+    character; None when every name is text without one."""
+    for section in NAMED_SECTIONS:
+        entries = config.get(section) if isinstance(config, Mapping) else None
+        if not isinstance(entries, Mapping):
+            continue
+        for name in entries:
+            if not isinstance(name, str):
+                return (
+                    f"config error at '{section}': the name {shown(name)} is not text (YAML "
+                    f"reads it as {type(name).__name__}); quote it in the file"
+                )
+            if any(ord(c) < 32 or ord(c) == 127 for c in name):
+                return (
+                    f"config error at '{section}': the name {shown(name)} holds a control "
+                    f"character; names are letters, digits, '_' or '-' (they name folders)"
+                )
+    return None
+
+
+def null_dial_problem(config: Mapping, files: list, schema: Mapping) -> str | None:
+    """One line for the first `dials: {name: null}` that switches off no arm: `name` is no
+    mapping entry of `dials` in any of the config files `files` (their contents) nor of the
+    schema's default dials. None when every null names such an arm, or no file was read."""
+    dials = config.get("dials") if isinstance(config, Mapping) else None
+    if not files or not isinstance(dials, Mapping):
+        return None
+    defined = set((schema.get("properties", {}).get("dials") or {}).get("default") or {})
+    for data in files:
+        given = data.get("dials") if isinstance(data, Mapping) else None
+        if isinstance(given, Mapping):
+            defined |= {name for name, entry in given.items() if entry is not None}
+    for name, entry in dials.items():
+        if entry is None and name not in defined:
+            return (
+                f"config error at 'dials.{cut(str(name))}': null switches an arm off, but no "
+                f"config file defines an arm {shown(name)}; arms: {cut(str(sorted(defined)))}"
+            )
+    return None
+
+
 def value_problem(config: Mapping, schema: Mapping) -> str | None:
     """One line for the first value problem of the module docstring; None when there is none."""
     for key in config:
         if isinstance(key, str) and "." in key:
-            outer, inner = key.split(".", 1)
+            outer, inner = (cut(part) for part in key.split(".", 1))
             return (
-                f"config error at '{key}': keys are nested, not dotted; write "
+                f"config error at '{cut(key)}': keys are nested, not dotted; write "
                 f"'{outer}: {{{inner}: ...}}' in an overlay config file (docs/configuration.md)"
             )
+    if (problem := name_problem(config)) is not None:
+        return problem
     integers, numbers = list(_typed_keys(schema, "integer")), list(_typed_keys(schema, "number"))
     for path, value in _walk(config):
         where = _where(path)
@@ -151,12 +234,12 @@ def value_problem(config: Mapping, schema: Mapping) -> str | None:
             mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
             exponent = exponent if exponent[0] in "+-" else f"+{exponent}"
             return (
-                f"config error at '{where}': {value!r} is text to YAML 1.1 (a float needs a "
-                f"dot and a signed exponent); write {mantissa}e{exponent}"
+                f"config error at '{where}': {shown(value)} is text to YAML 1.1 (a float needs a "
+                f"dot and a signed exponent); write {cut(mantissa + 'e' + exponent)}"
             )
         if isinstance(value, str) and _is_number(value) and any(_matches(p, path) for p in numbers):
             return (
-                f"config error at '{where}': {value!r} is text, not a number (Snakemake's "
+                f"config error at '{where}': {shown(value)} is text, not a number (Snakemake's "
                 f"--config passes a nested mapping's values as text); set nested keys in an "
                 f"overlay config file (docs/configuration.md)"
             )
@@ -176,7 +259,7 @@ def value_problem(config: Mapping, schema: Mapping) -> str | None:
     device = (config.get("model") or {}).get("device") if isinstance(config, Mapping) else None
     if isinstance(device, str) and not _DEVICE.match(device):
         return (
-            f"config error at 'model.device': {device!r} is not a torch device; use cpu, "
+            f"config error at 'model.device': {shown(device)} is not a torch device; use cpu, "
             f"cuda (one free GPU per job) or cuda:N"
         )
     bias = config.get("length_bias") if isinstance(config, Mapping) else None
@@ -192,7 +275,12 @@ def config_problems(
     config: Mapping, configfiles: Iterable[str | Path], schema: Mapping
 ) -> str | None:
     """The first problem of the config files, then of the merged config, as one line."""
+    files = []
     for path in configfiles:
-        if (problem := file_problem(path)) is not None:
+        problem, data = _read_file(path)
+        if problem is not None:
             return problem
-    return value_problem(config, schema)
+        files.append(data)
+    if (problem := value_problem(config, schema)) is not None:
+        return problem
+    return null_dial_problem(config, files, schema)

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_dial.backends.trl.config import backend_error
+from grpo_dial.backends.trl.config import backend_error, split_error
+from grpo_dial.backends.trl.settings import launch_settings
 from grpo_dial.core.dial import Arm
 from grpo_dial.dag import ConfigError, fail
 from grpo_dial.dag import arms as arm_checks
@@ -118,6 +119,54 @@ def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | 
     return base if hub is None and local else []
 
 
+def _check_trl(config: Mapping, arms: Mapping[str, Arm], workdir: Path) -> None:
+    """What a trl arm's train job would refuse: a step's batch that does not split over the run's
+    processes (train.trl.gpus on CUDA, train.trl.processes on the CPU) or a bnpo_rows that does
+    not divide one process's share (backends.trl.config.split_error), and an
+    accelerate_config file that is not there (the job passes it to accelerate launch, relative
+    to the working directory)."""
+    trl_arms = {name: arm for name, arm in arms.items() if arm.backend == "trl"}
+    if not trl_arms:
+        return
+    train, trl = config["train"], launch_settings(config["train"].get("trl"))
+    cuda = str(config["model"]["device"]).startswith("cuda")
+    key = "gpus" if cuda else "processes"
+    for name, arm in trl_arms.items():
+        why = split_error(arm.dial, train["prompts_per_step"], train["group_size"], int(trl[key]))
+        if why is not None:
+            field, text = why
+            fail(f"train.trl.{key}" if field == "processes" else f"dials.{name}.bnpo_rows", text)
+    path = trl["accelerate_config"]
+    if path is not None and not (Path(workdir) / Path(path).expanduser()).is_file():
+        fail(
+            "train.trl.accelerate_config",
+            f"{path!r} is not a file (resolved from the working directory {workdir})",
+        )
+
+
+def _check_runs(config: Mapping) -> None:
+    """Each `runs` spec's column mapping, as import_run would refuse it: a generic run needs
+    `columns`, whose keys are our fields (external.importers.GENERIC_FIELDS); other formats
+    take none."""
+    from grpo_dial.external.importers import GENERIC_FIELDS  # pandas, no torch
+
+    valid = ", ".join(GENERIC_FIELDS)
+    for name, spec in config["runs"].items():
+        columns = spec.get("columns")
+        if spec["format"] != "generic":
+            if columns is not None:
+                fail(f"runs.{name}.columns", f"only format generic takes columns, not "
+                     f"{spec['format']}")  # fmt: skip
+            continue
+        if columns is None:
+            fail(
+                f"runs.{name}",
+                f"format generic needs columns (our field -> the file's column); fields: {valid}",
+            )
+        if unknown := sorted(set(columns) - set(GENERIC_FIELDS)):
+            fail(f"runs.{name}.columns", f"unknown field(s) {unknown}; valid: {valid}")
+
+
 def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     """Check every input and arm of a validated config (defaults filled) and derive the DAG's
     lists. Raises ConfigError with one line on the first problem."""
@@ -144,6 +193,8 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     arms = arm_checks.resolve_arms(config)
     if (why := backend_error(arms, config["train"]["max_new_tokens"])) is not None:
         raise ConfigError(why)  # a dial the trl backend cannot express
+    if policy_enabled:
+        _check_trl(config, arms, workdir)
     check_strata({n: a.dial.strata for n, a in arms.items() if a.dial.strata}, the_task)
     if config["train"]["lr_match"]["enabled"]:
         arm_checks.check_reference(
@@ -175,6 +226,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
             "backend: own"
         )
     pairs = arm_checks.allocation_pairs(arms) if policy_enabled else {}
+    _check_runs(config)
     runs_external = [
         name
         for name, spec in config["runs"].items()
@@ -212,15 +264,24 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     )
 
 
-def open_plan(config: dict, configfiles: list, repo: Path, workdir: Path) -> Plan:
-    """The config's one door at DAG build: the schema read once, the config files and values
-    checked, the schema validated (defaults filled into `config` in place), then `build_plan`.
-    Raises ConfigError with one line naming the key or file of the first problem."""
+def check_config(config: dict, configfiles: list, repo: Path) -> None:
+    """The config files and values checked, then the schema validated (defaults filled into
+    `config` in place): the checks of `open_plan` before its inputs and arms, which a command
+    that reads a config without building the DAG (grpo-dial memory) shares. Raises ConfigError
+    with one line naming the key or file of the first problem."""
     schema = read_schema(Path(repo) / SCHEMA)
     if (problem := config_problems(config, configfiles, schema)) is not None:
         raise ConfigError(problem)  # before the schema: duplicate keys, '1e-4' read as text, ...
     if (problem := config_error(config, schema)) is not None:
         raise ConfigError(problem)
+
+
+def open_plan(config: dict, configfiles: list, repo: Path, workdir: Path) -> Plan:
+    """The config's one door at DAG build: the schema read once, the config files and values
+    checked, the schema validated (defaults filled into `config` in place; `check_config`),
+    then `build_plan`. Raises ConfigError with one line naming the key or file of the first
+    problem."""
+    check_config(config, configfiles, repo)
     return build_plan(config, Path(repo), Path(workdir))
 
 

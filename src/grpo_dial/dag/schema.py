@@ -18,6 +18,7 @@ from grpo_dial.core.allocation import ALLOCATION_SETTINGS, SETTING_KEYS
 from grpo_dial.core.dial import BACKEND_SETTING, PRESETS, dial_settings
 from grpo_dial.core.settings import dataclass_settings
 from grpo_dial.dag import ConfigError
+from grpo_dial.dag.config_checks import cut, shown
 from grpo_dial.train.config import config_settings
 
 # Where the workflow admits less than TrainConfig: an interval of 0 (only the first and last
@@ -124,9 +125,10 @@ def drop_null_dials(config: dict) -> list[str]:
 
 def config_error(config: dict, schema: Mapping) -> str | None:
     """Fill `config`'s defaults in place (after dropping null dials); one line naming the first
-    invalid key, or None. A `dials` entry is only required to be a mapping here: its keys and
-    values are checked once, when the DAG build reads it into an Arm (dag.arms.resolve_arms),
-    by the same Settings the generated entry schema is drawn from."""
+    invalid key (a value it echoes cut as config_checks.shown cuts it), or None. A `dials`
+    entry is only required to be a mapping here: its keys and values are checked once, when the
+    DAG build reads it into an Arm (dag.arms.resolve_arms), by the same Settings the generated
+    entry schema is drawn from."""
     drop_null_dials(config)
     dials = dict(schema["properties"]["dials"], additionalProperties={"type": "object"})
     schema = {**schema, "properties": {**schema["properties"], "dials": dials}}
@@ -135,7 +137,8 @@ def config_error(config: dict, schema: Mapping) -> str | None:
     if error is None:
         return None
     where = ".".join(str(part) for part in error.absolute_path) or "<top level>"
-    return f"config error at '{where}': {error.message}"
+    message = error.message.replace(repr(error.instance), shown(error.instance))
+    return f"config error at '{cut(where)}': {message}"
 
 
 def validate_config(config: dict, schema_path: str | Path) -> None:

@@ -138,8 +138,9 @@ def update_bytes(
     fused: bool = False,
 ) -> dict[str, float]:
     """{'static', 'bucket', 'peak'} bytes of one update of `rows` rows (all of the longest
-    lengths: the bound), backward per bucket of at most micro_batch rows (None: all); static =
-    fp32 weights + gradients + optimizer moments."""
+    lengths: the bound), backward per bucket of at most micro_batch rows (None: all; below 1 is
+    refused); static = fp32 weights + gradients + optimizer moments."""
+    _check_rows("micro_batch", micro_batch)
     b = rows if micro_batch is None else min(micro_batch, rows)
     u = max(1, math.ceil(b / max(group_size, 1)))
     bucket = bucket_bytes(shape, b, prompt_len, response_len, precision, u, checkpointing, fused)
@@ -158,8 +159,9 @@ def sampler_bytes(
 ) -> dict[str, float]:
     """{'static', 'cache', 'step', 'peak'} bytes of sampling `rows` responses in decode calls
     of generation_batch rows: fp32 weights, one call's key/value cache and its larger one-off
-    (prefill temporaries or the per-step rows x V tensors)."""
+    (prefill temporaries or the per-step rows x V tensors); generation_batch below 1 is refused."""
     _check(precision)
+    _check_rows("generation_batch", generation_batch)
     r = rows if generation_batch is None else min(generation_batch, rows)
     u = max(1, math.ceil(r / max(group_size, 1)))
     kv = 4 if precision == "fp32" else 2
@@ -227,6 +229,11 @@ def plan_config(config: dict, prompt_len: int = 256) -> dict[str, dict[str, floa
         train.get("precision", "fp32"), rates["samples"],
     )  # fmt: skip
     return {"update": update, "sampler": sampler, "passrate sampler": passrates}
+
+
+def _check_rows(name: str, rows: int | None) -> None:
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+        raise ValueError(f"{name}={rows!r} is not valid; give a whole number of rows >= 1 or None")
 
 
 def _check(precision: str) -> None:

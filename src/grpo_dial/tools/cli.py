@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -80,8 +81,47 @@ def plan(args: argparse.Namespace) -> None:
         )
 
 
+def rule_params(rule: str, rules_dir: Path) -> list[str]:
+    """The names of `rule`'s params: block in the workflow's rule files under `rules_dir`; []
+    when no file defines the rule."""
+    for smk in sorted(rules_dir.glob("*.smk")):
+        lines = smk.read_text(encoding="utf-8").splitlines()
+        if f"rule {rule}:" not in lines:
+            continue
+        names, inside = [], False
+        for line in lines[lines.index(f"rule {rule}:") + 1 :]:
+            if line and not line[0].isspace():
+                break  # the next rule or top-level statement
+            indent, text = len(line) - len(line.lstrip()), line.strip()
+            if indent == 4 and text.endswith(":"):
+                inside = text == "params:"
+            elif inside and indent == 8 and (name := re.match(r"(\w+)\s*=", text)):
+                names.append(name.group(1))
+        return names
+    return []
+
+
+class _Params(dict):
+    """A stage's params: a name the stage reads and the file left out is one line naming every
+    param of the rule the file lacks (a ValueError), not a KeyError's traceback."""
+
+    def __init__(self, values: dict, rule: str, names: list[str]) -> None:
+        super().__init__(values)
+        self.rule, self.names = rule, names
+
+    def __missing__(self, key: str) -> object:
+        missing = [name for name in self.names if name not in self] or [key]
+        if key not in missing:
+            missing.append(key)
+        raise ValueError(
+            f"stage {self.rule}: missing params {', '.join(map(str, missing))}; give them in the "
+            "--params file (the rule's params: in workflow/rules)"
+        )
+
+
 def stage(args: argparse.Namespace) -> None:
-    """Run one rule's stage with explicit inputs, outputs and a YAML file of params."""
+    """Run one rule's stage with explicit inputs, outputs and a YAML file of params; a param the
+    stage reads and the file lacks is one line naming the rule's missing params."""
 
     params = {}
     if args.params:
@@ -91,6 +131,7 @@ def stage(args: argparse.Namespace) -> None:
         params = yaml.safe_load(path.read_text()) or {}
         if not isinstance(params, dict):
             raise ValueError(f"params file {path} must hold a mapping of names to values")
+    params = _Params(params, args.name, rule_params(args.name, _repo() / "workflow" / "rules"))
     stage_for(args.name)(_pairs(args.input, "input"), _pairs(args.output, "output"), params)
 
 
@@ -189,20 +230,38 @@ def _merged_config(paths: list[str]) -> dict:
                 base[key] = value
         return base
 
+    from grpo_dial.dag.config_checks import file_problem
+
     config: dict = {}
     default = Path("config/config.yaml")
     for path in ([default] if default.exists() else []) + [Path(p) for p in paths]:
         if not path.exists():
             raise ValueError(f"config file not found: {path}")
+        if (problem := file_problem(path)) is not None:
+            raise ValueError(problem)  # duplicate keys, tabs, tags: one line, no traceback
         update(config, yaml.safe_load(path.read_text()) or {})
     return config
 
 
+def _repo() -> Path:
+    """The repository whose workflow schema checks a config: the working directory when it
+    holds one (as snakemake's), else the checkout this package is installed from."""
+    from grpo_dial.dag.plan import SCHEMA
+
+    here = Path.cwd()
+    return here if (here / SCHEMA).is_file() else Path(__file__).resolve().parents[3]
+
+
 def memory(args: argparse.Namespace) -> None:
-    """Print the predicted peak memory of a config's update and samplers (policy.memory)."""
+    """Print the predicted peak memory of a config's update and samplers (policy.memory), after
+    the checks the DAG build runs on a config's files and values (grpo_dial.dag.plan)."""
+    from grpo_dial.dag.plan import check_config
     from grpo_dial.policy.memory import GIB, plan_config
 
     config = _merged_config(args.configfile)
+    default = Path("config/config.yaml")
+    files = ([default] if default.exists() else []) + list(args.configfile)
+    check_config(config, files, _repo())
     parts = plan_config(config, args.prompt_len)
     print(f"model {config['model']['base']}, prompts up to {args.prompt_len} tokens "
           "(predictions; the model's error is stated in docs/performance.md)")  # fmt: skip

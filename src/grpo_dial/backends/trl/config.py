@@ -120,6 +120,28 @@ def backend_error(arms: Mapping[str, Arm], max_new_tokens: int) -> str | None:
     return None
 
 
+def split_error(
+    dial: Dial, prompts_per_step: int, group_size: int, processes: int
+) -> tuple[str, str] | None:
+    """("processes", why) when the step's prompts_per_step x group_size completions do not split
+    evenly over `processes` (accelerate's, one per GPU or CPU process); ("bnpo_rows", why) when a
+    bnpo dial's bnpo_rows does not divide one process's share (TRL's
+    per_device_train_batch_size); None when the batch splits."""
+    completions = prompts_per_step * group_size
+    if completions % processes:
+        return "processes", (
+            f"prompts_per_step x group_size = {completions} completions do not split evenly "
+            f"over {processes} processes"
+        )
+    share = completions // processes
+    if dial.length_norm == "bnpo" and share % dial.bnpo_rows:
+        return "bnpo_rows", (
+            f"bnpo_rows = {dial.bnpo_rows} does not divide each process's {share} "
+            f"completions (TRL's per_device_train_batch_size)"
+        )
+    return None
+
+
 def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
     """GRPOConfig keywords of the dial and the train section (a dial `refusal` accepts).
 
@@ -133,21 +155,12 @@ def grpo_config_kwargs(dial: Dial, train: Mapping, processes: int = 1) -> dict:
     train = {f.name: getattr(defaults, f.name) for f in fields(defaults)} | dict(train)
     if (why := refusal(dial, train["max_new_tokens"])) is not None:
         raise ValueError(f"the trl backend cannot train {why[1]}")
-    completions = train["prompts_per_step"] * train["group_size"]
-    if completions % processes:
-        raise ValueError(
-            f"prompts_per_step x group_size = {completions} completions do not split evenly "
-            f"over {processes} processes"
-        )
-    share = completions // processes
+    if (why := split_error(dial, train["prompts_per_step"], train["group_size"], processes)):
+        raise ValueError(why[1])
+    share = train["prompts_per_step"] * train["group_size"] // processes
     micro = train["micro_batch"] or share
     micro = max(d for d in range(1, min(micro, share) + 1) if share % d == 0)
     if dial.length_norm == "bnpo":  # the micro-batch is the normalizer's scope: the dial's
-        if share % dial.bnpo_rows:
-            raise ValueError(
-                f"bnpo_rows = {dial.bnpo_rows} does not divide each process's {share} "
-                f"completions (TRL's per_device_train_batch_size)"
-            )
         micro = dial.bnpo_rows
     updates = train["updates_per_batch"]
     optim = {"adamw": "adamw_torch", "sgd": "sgd"}[train["optimizer"]]
