@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(workflow.basedir).resolve()
 sys.path.insert(0, str(REPO / "src"))  # the repository's own source first
 from grpo_dial.dag import ConfigError  # noqa: E402
-from grpo_dial.dag.fingerprint import fingerprint  # noqa: E402 (ast only: no torch)
+from grpo_dial.stages.fingerprint import fingerprint  # noqa: E402 (ast only: no torch)
 from grpo_dial.dag.inputs import POLICY_TABLE  # noqa: E402
 from grpo_dial.dag.plan import (  # noqa: E402
     LENGTH_BIAS_WORKFLOW_KEYS,

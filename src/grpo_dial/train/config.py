@@ -246,9 +246,9 @@ class TrainConfig:
     )  # fmt: skip
     code: str = setting(
         "",
-        "The fingerprint of the source the train job runs (grpo_dial.dag.fingerprint), set by the "
-        "job: part of the resume key, so a checkpoint written by other code is set aside, never "
-        "resumed.",
+        "The fingerprint of the source the train job runs (grpo_dial.stages.fingerprint), set by "
+        "the job: part of the resume key, so a checkpoint written by other code is set aside, "
+        "never resumed.",
         kind=str,
     )  # fmt: skip
 

@@ -1,0 +1,107 @@
+"""Each rule's source fingerprint (grpo_dial.stages.fingerprint), the `code` param that reruns a job
+when the source it executes changes: on a copy of the package, an edit changes the fingerprints
+of exactly the rules that run the edited file; a moved copy, the generic rule script and an
+unrelated module change none."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo_dial.stages.fingerprint import PACKAGE, closure, fingerprint
+from grpo_dial.stages.registry import RULES
+
+
+@pytest.fixture
+def package(tmp_path):
+    copy = tmp_path / "a" / "grpo_dial"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def _prints(root: Path) -> dict[str, str]:
+    return {rule: fingerprint(rule, root) for rule in RULES}
+
+
+def _changed(root: Path, edit: str, text: str = "\n# an edit\n") -> set[str]:
+    before = _prints(root)
+    with open(root / edit, "a") as f:
+        f.write(text)
+    from grpo_dial.stages import fingerprint as fp
+
+    fp._module_imports.cache_clear()
+    fp._digest.cache_clear()
+    after = _prints(root)
+    return {rule for rule in RULES if before[rule] != after[rule]}
+
+
+def test_a_figure_module_edit_reruns_that_figure_alone(package):
+    assert _changed(package, "figures/dapo.py") == {"dapo_figure"}
+
+
+def test_an_estimator_edit_reruns_the_trainer_and_every_rule_that_runs_the_advantage(package):
+    changed = _changed(package, "core/advantage.py")
+    assert {"train", "calibrate_lr", "simulate", "identity_check", "estimator_tables"} <= changed
+    assert not {"dapo_figure", "theory_figures", "difficulty_figure", "download"} & changed
+    assert changed == {r for r in RULES if package / "core/advantage.py" in closure(RULES[r],
+                                                                                        package)}
+
+
+def test_an_unrelated_module_edit_reruns_nothing(package):
+    assert _changed(package, "tools/cli.py") == set()
+
+
+def test_one_stage_of_a_module_is_apart_from_its_neighbours(package):
+    """theory_figures and theory_tables share stages/theory.py: an edit inside one function
+    changes that rule's fingerprint only."""
+    path = package / "stages" / "theory.py"
+    text = path.read_text()
+    marker = "def theory_figures(input: Mapping, output: Mapping, params: Mapping) -> None:\n"
+    assert marker in text
+    before = _prints(package)
+    path.write_text(text.replace(marker, marker + "    # an edit\n"))
+    after = _prints(package)
+    assert {r for r in RULES if before[r] != after[r]} == {"theory_figures"}
+
+
+def test_a_moved_checkout_changes_no_fingerprint(package, tmp_path):
+    moved = tmp_path / "b" / "elsewhere" / "grpo_dial"
+    shutil.copytree(package, moved)
+    assert _prints(moved) == _prints(package) == _prints(PACKAGE)
+
+
+def test_the_generic_rule_script_is_in_no_fingerprint():
+    for rule, stage in RULES.items():
+        assert all(p.suffix == ".py" and PACKAGE in p.parents for p in closure(stage)), rule
+
+
+def test_fingerprints_import_no_torch():
+    code = ("import sys; from grpo_dial.stages.fingerprint import fingerprint; "
+            "from grpo_dial.stages.registry import RULES; [fingerprint(r) for r in RULES]; "
+            "assert 'torch' not in sys.modules")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_unknown_stage_function_is_one_line():
+    with pytest.raises(ValueError, match="^stage 'theory.no_such': no function no_such in"):
+        closure("theory.no_such")
+
+
+def test_every_stage_rule_carries_its_own_fingerprint():
+    """Each rule that runs the stage script has `code=fingerprint("<its name>")` in its params."""
+    import re
+
+    rules = PACKAGE.parents[1] / "workflow" / "rules"
+    seen = {}
+    for path in sorted(rules.glob("*.smk")):
+        for block in re.split(r"(?m)^(?=rule \w+:)", path.read_text())[1:]:
+            name = re.match(r"rule (\w+):", block).group(1)
+            if '"../scripts/stage.py"' in block:
+                seen[name] = re.findall(r'code=fingerprint\("(\w+)"\)', block)
+    assert set(seen) == set(RULES)
+    assert {name: found for name, found in seen.items() if found != [name]} == {}
