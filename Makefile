@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CONFIG ?= config/config.yaml
 BIN := $(VENV)/bin
 
-.PHONY: install reproduce test test-all test-slurm lint mutate clean
+.PHONY: install reproduce test test-all test-slurm lint check-docs mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
@@ -66,6 +66,13 @@ test-slurm: $(BIN)/.installed-smollm
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests workflow/scripts
 	$(BIN)/snakemake --lint
+
+# Every number README.md and docs/*.md quote from a table, checked against that table
+# (docs/development.md#quoted-numbers); RESULTS the results dir, e.g. CHECK_DOCS="--only seeded".
+RESULTS ?= results
+CHECK_DOCS ?=
+check-docs: $(BIN)/.installed
+	$(BIN)/python -m grpo_dial.tools.check_docs --results $(RESULTS) $(CHECK_DOCS)
 
 # Mutation testing (mutmut; tools/mutate.py, docs/development.md#mutation-testing): the modules in
 # MODULES, or those changed since BASE, against the tests of their mirror folder, for BUDGET seconds.
