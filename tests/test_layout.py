@@ -436,3 +436,15 @@ def test_layout_doc_states_these_layers():
     """docs/layout.md's layers line is this module's."""
     line = "tables, core  ->  data  ->  policy  ->  passrates, analysis  ->  train  ->  external"
     assert line in LAYOUT_DOC.read_text()
+
+
+def test_configuration_page_lists_every_preset():
+    """docs/configuration.md's `dials.<name>` row names each preset of core.dial.PRESETS, in order."""
+    from grpo_dial.core.dial import PRESETS
+
+    page = (PACKAGE.parents[1] / "docs" / "configuration.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `dials.<name>` |"))
+    listed = re.search(r"`core\.dial\.PRESETS`: ([a-z_, ]+)\)", row)
+    assert listed, "the dials row names no preset list"
+    assert sorted(listed.group(1).split(", ")) == sorted(PRESETS)
+    assert f"the {len(PRESETS)} of" in row
