@@ -439,7 +439,7 @@ def test_layout_doc_states_these_layers():
 
 
 def test_configuration_page_lists_every_preset():
-    """docs/configuration.md's `dials.<name>` row names each preset of core.dial.PRESETS, in order."""
+    """docs/configuration.md's `dials.<name>` row names every preset of core.dial.PRESETS."""
     from grpo_dial.core.dial import PRESETS
 
     page = (PACKAGE.parents[1] / "docs" / "configuration.md").read_text()

@@ -178,3 +178,12 @@ def test_every_seeded_number_of_the_docs_matches_the_embedded_default(tmp_path, 
     report = cd.check(REPO, tmp_path / "results", only="seeded", require=True)
     assert report.failures == [], "\n".join(report.failures)
     assert report.passed > 0
+
+
+def test_a_quoted_exponent_is_compared_in_scientific_notation(root):
+    (root / "docs" / "page.md").write_text(
+        "a 6.7e-16<!-- results: theory/residuals.csv p=0.05 G=16 residual -->\n"
+        "b 6.6e-16<!-- results: theory/residuals.csv p=0.05 G=16 residual -->\n"
+    )
+    (failure,) = run(root).failures
+    assert failure.startswith("docs/page.md:2: quoted 6.6e-16, table 6.7e-16 (")

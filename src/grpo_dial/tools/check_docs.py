@@ -7,7 +7,8 @@ A quoted number names its source in an HTML comment right after it (invisible wh
 The comment holds, split like a shell line (quote a value with spaces): the table's path under the
 results directory (.csv or .parquet); any `column=value` selectors (a value equal as text, or as
 a number where both are numbers); exactly one bare word, the column; and options:
-`round=N` (N decimals; default: as many as the quoted text has), `pct=N` (x 100, N decimals),
+`round=N` (N decimals; default: as many as the quoted text has, in scientific notation where
+it writes one), `pct=N` (x 100, N decimals),
 `sci=N` (scientific, N decimals, as 7e-16), `agg=max|min|mean|sum|absmax` (over every selected
 row; without it the selectors must pick exactly one), `tol=X` (the quoted number may differ from
 the table's, in the quoted units, by X: a trained-model number, which moves with float rounding)
@@ -192,6 +193,8 @@ def formatted(value: float, note: Annotation) -> str:
     if "pct" in opts:
         return f"{100 * value:.{int(opts['pct'])}f}"
     places = int(opts["round"]) if "round" in opts else decimals(note.quoted)
+    if "round" not in opts and re.search("[eE]", note.quoted):
+        return f"{value:.{places}e}"  # 3.66e-3 quoted: the same mantissa decimals
     return f"{value:.{places}f}"
 
 
