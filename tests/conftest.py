@@ -28,6 +28,7 @@ SLOW_FIRST = (
     "tests/workflow/test_kill_resume.py",
     "tests/workflow/test_workflow.py::test_analysis_rules_end_to_end",
     "tests/workflow/test_external_workflow.py",
+    "tests/tools/test_check_docs.py",  # the seeded stages of the embedded default (slow test)
     "tests/policy/test_warm_start.py",
     "tests/workflow/test_local_base.py",
     "tests/backends/test_trl_processes.py",

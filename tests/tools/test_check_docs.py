@@ -165,7 +165,7 @@ def test_every_seeded_number_of_the_docs_matches_the_embedded_default(tmp_path, 
     tables = seeded_tables()
     assert tables, "the pages quote no seeded table"
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config.update(results_dir=str(tmp_path / "results"), data_mirror=str(shared_data))
+    config.update(results_dir="results", data_mirror=str(shared_data))  # under --directory
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
