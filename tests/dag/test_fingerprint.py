@@ -105,3 +105,34 @@ def test_every_stage_rule_carries_its_own_fingerprint():
                 seen[name] = re.findall(r'code=fingerprint\("(\w+)"\)', block)
     assert set(seen) == set(RULES)
     assert {name: found for name, found in seen.items() if found != [name]} == {}
+
+
+def test_a_checkpoint_of_other_code_is_not_resumed():
+    """The train job's fingerprint is in its resume key: a checkpoint written by other source
+    differs in `train.code`, so it is set aside (train.resume), never resumed."""
+    from grpo_dial.train.config import TrainConfig
+    from grpo_dial.train.resume import key_changes
+
+    old, new = TrainConfig(code="aaaa").resume_key(), TrainConfig(code="bbbb").resume_key()
+    assert key_changes({"config": old}, {"config": new}) == ["train.code: 'aaaa' -> 'bbbb'"]
+    assert fingerprint("train") == fingerprint("train")  # what the job computes, stable
+
+
+def test_the_stage_never_sees_the_code_param(tmp_path):
+    """run_rule drops `code` (a rerun trigger, no setting) before the stage's params."""
+    from types import SimpleNamespace
+
+    from grpo_dial.stages.run import run_rule
+
+    seen = {}
+
+    def stage(input, output, params):
+        seen.update(params)
+
+    class Params(dict):
+        pass
+
+    smk = SimpleNamespace(log=[str(tmp_path / "x.log")], input={}, output={}, threads=1,
+                          params=Params(code="abc", n=3))  # fmt: skip
+    run_rule(stage, smk)
+    assert seen == {"n": 3, "threads": 1}

@@ -17,7 +17,7 @@ def length_bias(input: Mapping, output: Mapping, params: Mapping) -> None:
     from grpo_dial.analysis.length_bias import tail as lb
     from grpo_dial.passrates.tables import read_passrates
 
-    keys = [k for k in params if k not in ("awareness_grid", "threads", "code")]
+    keys = [k for k in params if k not in ("awareness_grid", "threads")]
     config = lb.LengthBiasConfig(
         **{k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in keys}
     )

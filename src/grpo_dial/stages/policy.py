@@ -104,6 +104,7 @@ def _arm(params: Mapping, lr_scale: float = 1.0):
     from dataclasses import replace
 
     from grpo_dial.core.dial import arm_from_fields
+    from grpo_dial.stages.fingerprint import fingerprint
     from grpo_dial.train.config import TrainConfig
 
     config = TrainConfig(
@@ -114,7 +115,7 @@ def _arm(params: Mapping, lr_scale: float = 1.0):
         attn_implementation=params.get("attn_implementation", "sdpa"),
         device=params["device"],
         lr_scale=lr_scale,
-        code=str(params.get("code", "")),  # the rule's source: a checkpoint of other code is aside
+        code=fingerprint("train"),  # the source it runs: a checkpoint of other code is set aside
     )
     arm = arm_from_fields(params["arm"])
     return arm, replace(config, allocation=arm.allocation)

@@ -57,7 +57,7 @@ def run_rule(stage: Stage, smk) -> None:
         format="%(asctime)s %(levelname)s %(message)s",
     )
     try:
-        params = dict(smk.params.items())
+        params = {k: v for k, v in smk.params.items() if k != "code"}  # a rerun trigger only
         params.setdefault("threads", smk.threads)
         stage(dict(smk.input.items()), dict(smk.output.items()), params)
     except ValueError as error:
