@@ -147,8 +147,10 @@ def test_what_the_workflow_imports_at_parse_time_has_no_torch_scipy_or_pandas() 
         "grpo_dial.dag",
         "grpo_dial.dag.inputs",
         "grpo_dial.dag.plan",
+        "grpo_dial.dag.provenance",
         "grpo_dial.dag.resources",
         "grpo_dial.data.sources",
+        "grpo_dial.stages.fingerprint",
         "grpo_dial.tools.cluster_check",
     ]  # fmt: skip  (dag.plan imports dag.schema, dag.config_checks, backends.trl.config;
     # aware.smk reads the sweep's levels and optimizers from analysis.aware.grid)

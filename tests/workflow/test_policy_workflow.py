@@ -143,6 +143,6 @@ def test_a_change_to_one_arm_reruns_only_its_jobs_and_what_depends_on_them(smoke
     assert jobs.pop("train") == 1 and jobs.pop("decompose_length") == 1, jobs
     assert jobs.pop("calibrate_lr", 0) <= 1, jobs  # only this arm's calibration
     # what depends on every run (the cross-run summary and its figures) follows; nothing else
-    cross_run = {"training_summary", "training_figures", "length_pressure"}
+    cross_run = {"training_summary", "training_figures", "length_pressure", "window_sensitivity"}
     assert set(jobs) <= cross_run | {"length_pressure_figure", "summary", "all"}, jobs
     assert "results/train/dr_grpo/seed0" in plan.stdout.replace(str(smoke.workdir) + "/", "")

@@ -25,10 +25,8 @@ DIALS = {  # GRPO, Dr. GRPO and DAPO's loss on TRL (DAPO without its refill, whi
     "dapo": {"preset": "dapo", "silent": "keep", **TRL},
     # an own arm beside them in one run (the default's adaptive arm, which TRL cannot express)
     "grpo_adaptive": {"preset": "grpo", "group_size": "adaptive", "backend": "own"},
-    # the default's two single-factor arms are dropped (a TRL job each, ~10 s of CPU): their
+    # the default's two single-factor arms are left out (this config replaces `dials`): their
     # translation is tested in tests/backends/test_trl_config.py and config/trl.yaml's dry run
-    "std_constant": None,
-    "nostd_sequence": None,
 }
 FIGURES = ("length_curves", "decomposition", "accuracy_length", "silent_training",
            "identity_training")  # fmt: skip

@@ -43,8 +43,7 @@ class Inputs:
             self.mirror = mirror_folder(config["data_mirror"], repo)
         except ValueError as error:
             fail("data_mirror", str(error))
-        if self.mirror is not None and self.mirror.is_absolute():  # as the jobs' inputs: relative
-            self.mirror = Path(os.path.relpath(self.mirror, workdir))  # a moved checkout reruns 0
+        self.workdir = Path(workdir)
         self.public = config["public_data"]
         for name, entry in self.public.items():
             try:
@@ -90,6 +89,10 @@ class Inputs:
                     f"offline: true, but public file {name!r} is neither in data_mirror nor at "
                     f"{path}",
                 )
+            if self.config["data_mirror"] == "auto" and path.is_absolute():
+                # the mirror found beside the checkout, as a job input relative to the working
+                # directory: a moved checkout (its mirror beside it) reruns nothing
+                return os.path.relpath(path, self.workdir.resolve())
             return str(path)
         if Path(ref).exists():
             return ref

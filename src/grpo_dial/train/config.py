@@ -244,12 +244,12 @@ class TrainConfig:
         "Attention kernel passed to from_pretrained ('sdpa', 'eager', 'flash_attention_2').",
         kind=str, nullable=True,
     )  # fmt: skip
-    code: str = setting(
-        "",
+    code: str | None = setting(
+        None,
         "The fingerprint of the source the train job runs (grpo_dial.stages.fingerprint), set by "
         "the job: part of the resume key, so a checkpoint written by other code is set aside, "
-        "never resumed.",
-        kind=str,
+        "never resumed; None outside a train job.",
+        kind=str, nullable=True,
     )  # fmt: skip
 
     def __post_init__(self) -> None:
