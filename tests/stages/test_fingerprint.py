@@ -136,3 +136,39 @@ def test_the_stage_never_sees_the_code_param(tmp_path):
                           params=Params(code="abc", n=3))  # fmt: skip
     run_rule(stage, smk)
     assert seen == {"n": 3, "threads": 1}
+
+
+def test_the_closure_is_read_under_the_given_root(package):
+    """A module only the copy has, imported by the copy's figure module (`from pkg import mod`
+    and `import pkg.mod` forms), is in the copy's closure, with the packages' __init__ files."""
+    (package / "figures" / "extra_a.py").write_text("X = 1\n")
+    (package / "figures" / "extra_b.py").write_text("Y = 2\n")
+    with open(package / "figures" / "dapo.py", "a") as f:
+        f.write("\nfrom grpo_dial.figures import extra_a  # noqa\n"
+                "import grpo_dial.figures.extra_b  # noqa\n")
+    files = closure(RULES["dapo_figure"], package)
+    assert {package / "figures" / "extra_a.py", package / "figures" / "extra_b.py"} <= set(files)
+    assert package / "figures" / "__init__.py" in files and package / "__init__.py" in files
+    assert package / "stages" / "dapo.py" not in files  # the stage module counts by its parts
+    assert not (set(closure(RULES["dapo_figure"])) & {p for p in files if "extra" in p.name})
+
+
+def test_a_private_helper_of_a_stage_module_is_in_its_rules_fingerprints(package):
+    """aware.smk's stages share stages/aware.py's private helpers: an edit of one changes the
+    fingerprints of the rules of that module, and of no other module's rule."""
+    path = package / "stages" / "aware.py"
+    text = path.read_text()
+    marker = "def _threads(params: Mapping) -> None:\n"
+    assert marker in text
+    before = _prints(package)
+    path.write_text(text.replace(marker, marker + "    # an edit\n"))
+    after = _prints(package)
+    changed = {r for r in RULES if before[r] != after[r]}
+    assert "aware_sweep_cell" in changed and changed <= {r for r, s in RULES.items()
+                                                           if s.startswith("aware.")}  # fmt: skip
+    assert len(after["train"]) == 16 and all(c in "0123456789abcdef" for c in after["train"])
+
+
+def test_a_missing_stage_module_is_one_line():
+    with pytest.raises(ValueError, match="^stage module grpo_dial.stages.nowhere not found$"):
+        closure("nowhere.f")
