@@ -58,6 +58,11 @@ def palette(arms: Iterable[str], names: Mapping[str, str] | None = None) -> dict
     return {label(a, names): COLORS.get(a, "grey") for a in arms}
 
 
+def shown(table, names: Mapping[str, str] | None = None):
+    """`table` (a DataFrame with a `dial` column) with that column as display names (`label`)."""
+    return table.assign(dial=table["dial"].map(lambda d: label(d, names)))
+
+
 def save(fig: plt.Figure, png: str | Path, pdf: str | Path | None = None) -> None:
     """Write the figure as PNG (and PDF), creating directories, then close it."""
     for path in (png, pdf):

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import label, palette, theme
+from grpo_dial.figures import label, palette, shown, theme
 from grpo_dial.figures.smoothing import smooth_runs
 
 SMOOTH = 9
@@ -47,7 +47,7 @@ def estimator_state_figure(
     for ax, column in zip(axes[0], drawn, strict=True):
         runs = steps[steps[column].notna()]
         smoothed = smooth_runs(runs, [column], SMOOTH)
-        smoothed = smoothed.assign(dial=smoothed["dial"].map(lambda d: label(d, names)))
+        smoothed = shown(smoothed, names)
         sns.lineplot(data=smoothed, x="step", y=column, hue="dial", errorbar=("pi", 100), ax=ax,
                      palette=colors)  # fmt: skip
         ax.set(xlabel="training step", ylabel=column.replace("_", " "), title=panels[column])

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from grpo_dial.figures import label, palette, theme
+from grpo_dial.figures import label, palette, shown, theme
 from grpo_dial.figures.smoothing import smooth_runs
 
 TERM_LABELS = {
@@ -25,18 +25,13 @@ TERM_COLORS = {"mix": "#7f7f7f", "within_correct": "#4f8f3a", "within_incorrect"
 SMOOTH = 9  # steps in the rolling mean of per-step curves
 
 
-def _shown(table: pd.DataFrame, names: Mapping[str, str] | None) -> pd.DataFrame:
-    """`table` with its `dial` column as display names (`label(dial, names)`)."""
-    return table.assign(dial=table["dial"].map(lambda d: label(d, names)))
-
-
 def length_curves_figure(
     curves: pd.DataFrame, *, names: Mapping[str, str] | None = None
 ) -> plt.Figure:
     """Mean response length of correct and incorrect responses over training, one panel per dial
     (titled `label(dial, names)`); the band is the spread over seeds."""
     theme()
-    data = _shown(curves[curves["band"] == "all"], names)
+    data = shown(curves[curves["band"] == "all"], names)
     data = smooth_runs(data, ["mean_len_correct", "mean_len_incorrect"], SMOOTH)
     long = data.melt(
         id_vars=["dial", "seed", "step"],
@@ -142,7 +137,7 @@ def accuracy_length_figure(
     shown by `label(dial, names)`."""
     theme()
     colors = palette(steps["dial"].unique(), names)
-    data = _shown(smooth_runs(steps, ["accuracy", "mean_len"], SMOOTH), names)
+    data = shown(smooth_runs(steps, ["accuracy", "mean_len"], SMOOTH), names)
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     sns.lineplot(data=data, x="mean_len", y="accuracy", hue="dial", units="seed",
                  estimator=None, sort=False, ax=ax, lw=1.4, palette=colors)  # fmt: skip
@@ -162,7 +157,7 @@ def silent_figure(steps: pd.DataFrame, *, names: Mapping[str, str] | None = None
     closed form E[p^G + (1-p)^G] from the base policy's pass rates of the same step's prompts;
     one panel per dial, titled `label(dial, names)`."""
     theme()
-    data = _shown(smooth_runs(
+    data = shown(smooth_runs(
         steps, ["all_correct_fraction", "all_wrong_fraction", "expected_silent_base"], SMOOTH
     ), names)  # fmt: skip
     long = data.melt(
@@ -200,7 +195,7 @@ def identity_figure(
     shown by `label(dial, names)`."""
     theme()
     if not identity.empty:
-        identity = _shown(identity, names)
+        identity = shown(identity, names)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
     if identity.empty:  # every probed batch was silent: say so instead of drawing nothing
         for ax in axes:

@@ -24,6 +24,7 @@ from grpo_dial.analysis.markdown import (
     signed,
     source,
 )
+from grpo_dial.analysis.training.windows import excludes_zero
 from grpo_dial.core.arm_names import arm_name
 
 Tables = Mapping[str, pd.DataFrame]
@@ -132,13 +133,9 @@ def rl_runs(tables: Tables) -> list[str]:
     ]  # fmt: skip
 
 
-def _excludes_zero(lo, hi) -> bool:
-    return bool(lo > 0 or hi < 0)
-
-
 def _share(r: pd.Series) -> str:
     """The run's share within incorrect with its interval, or why it has none."""
-    if not _excludes_zero(r["total_lo"], r["total_hi"]):
+    if not excludes_zero(r["total_lo"], r["total_hi"]):
         return "n/a (total holds 0)"
     return interval(r["incorrect_share"], r["incorrect_share_lo"], r["incorrect_share_hi"], pct,
                     digits=0)  # fmt: skip
@@ -151,7 +148,7 @@ def headline(runs: pd.DataFrame) -> str:
     mean = runs.groupby("dial", sort=False)[["within_incorrect", "within_correct"]].mean()
     up_w = int((runs["within_incorrect_lo"] > 0).sum())
     up_c = int((runs["within_correct_lo"] > 0).sum())
-    shared = runs[[_excludes_zero(lo, hi) for lo, hi in zip(runs["total_lo"], runs["total_hi"],
+    shared = runs[[excludes_zero(lo, hi) for lo, hi in zip(runs["total_lo"], runs["total_hi"],
                                                              strict=True)]]  # fmt: skip
     text = (
         f"Incorrect responses changed in mean length by {signed(mean['within_incorrect'].min())} "

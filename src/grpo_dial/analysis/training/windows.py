@@ -25,6 +25,11 @@ WINDOW_COLUMNS = (
 )  # fmt: skip
 
 
+def excludes_zero(lo: float, hi: float) -> bool:
+    """Whether the interval [lo, hi] lies wholly above or below 0 (where a share is reported)."""
+    return bool(lo > 0 or hi < 0)
+
+
 def window_sensitivity(
     responses: pd.DataFrame, fractions: Sequence[float], n_boot: int = 1000, seed: int = 0,
     level: float = 0.9,
@@ -40,7 +45,7 @@ def window_sensitivity(
         row = {"window_fraction": float(f)}
         for q in TERMS:
             row |= {q: t.at[q, "value"], f"{q}_lo": t.at[q, "lo"], f"{q}_hi": t.at[q, "hi"]}
-        reported = bool(row["total_lo"] > 0 or row["total_hi"] < 0)
+        reported = excludes_zero(row["total_lo"], row["total_hi"])
         w = t.loc["within_incorrect"]
         row |= {
             "share_reported": reported,
@@ -52,4 +57,4 @@ def window_sensitivity(
     return pd.DataFrame(rows, columns=list(WINDOW_COLUMNS))
 
 
-__all__ = ["TERMS", "WINDOW_COLUMNS", "window_sensitivity"]
+__all__ = ["TERMS", "WINDOW_COLUMNS", "excludes_zero", "window_sensitivity"]
