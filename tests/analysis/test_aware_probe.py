@@ -161,6 +161,8 @@ def test_probe_markdown_prints_the_tables_numbers():
     row = next(line for line in text.splitlines() if line.startswith("| 0.6 | grpo | 3 |"))
     c = table.set_index(["level", "quantity"]).loc[("a60", "contrast")]
     assert f"| {1e3 * c['mean']:+.2f} [{1e3 * c['lo']:+.2f}, {1e3 * c['hi']:+.2f}] | +3.00 |" in row
+    modes = [line for line in text.splitlines() if line.startswith("| 0.6 | grpo | +")]
+    assert len(modes) == 1 and modes[0].split(" | ")[3] == "+103.00"  # wrong mode: 0.103
     assert row.endswith("| +1.00 +- 0.00 | +1.00 | 0 % |")
     assert "| contrast | " in text and "| 3 |" in text.splitlines()[-1]
 
@@ -225,9 +227,11 @@ def test_probe_markdown_rows_whole():
     h = 2.919986 / np.sqrt(3)
     cell = lambda m, sd: f"{m:+.2f} [{m - h * sd:+.2f}, {m + h * sd:+.2f}]"  # noqa: E731
     assert lines[0] == "## The one-step probe (aware_sweep/probe.csv)"
-    assert lines[4].startswith("| a | arm | batches | contrast | predicted | wrong mode |")
-    assert lines[6] == (
-        f"| 0.6 | grpo | 3 | {cell(4, 2)} | +4.00 | {cell(5, 1)} | +5.00 | {cell(1, 1)} | "
-        "+1.00 | +1.00 +- 0.00 | +1.00 | 33 % |"
-    )  # grad_norm 2, 1, 0: the clip at 1 cuts only the first, one batch of three
-    assert len(lines) == 7  # one cell: dose_fit has nothing to fit, so no fit table
+    assert lines[4] == ("| a | arm | batches | contrast | predicted | contrast / reference | "
+                        "predicted | clipped share |")
+    assert lines[6] == f"| 0.6 | grpo | 3 | {cell(4, 2)} | +4.00 | +1.00 +- 0.00 | +1.00 | 33 % |"
+    # grad_norm 2, 1, 0: the clip at 1 cuts only the first, one batch of three
+    assert lines[8:11] == ["Each mode's move, the same units.", "",
+                           "| a | arm | wrong mode | predicted | right mode | predicted |"]
+    assert lines[12] == f"| 0.6 | grpo | {cell(5, 1)} | +5.00 | {cell(1, 1)} | +1.00 |"
+    assert len(lines) == 13  # one cell: dose_fit has nothing to fit, so no fit table

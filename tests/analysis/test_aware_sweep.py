@@ -152,9 +152,15 @@ def test_dose_table_nets_every_cell_of_the_control():
     row = next(line for line in lines if line.startswith("| 0.6 | grpo | 4 |")).split(" | ")
     w = t.loc[("sgd", "a60", "grpo", "d_wrong_tokens")]
     assert row[6] == f"{r['net']:+.2f} [{r['net_lo']:+.2f}, {r['net_hi']:+.2f}]"  # the contrast's
-    assert row[10] == f"{w['net']:+.2f} [{w['net_lo']:+.2f}, {w['net_hi']:+.2f}]"  # wrong mode's
+    wrong = lines.index("Drift of the wrong mode (estimate, `~`), tokens.")
+    mode = next(x for x in lines[wrong:] if x.startswith("| 0.6 | grpo | ")).split(" | ")
+    assert mode[4] == f"{w['net']:+.2f} [{w['net_lo']:+.2f}, {w['net_hi']:+.2f}]"  # wrong mode's
     control = next(line for line in lines if line.startswith(f"| 0.6 | {FROZEN} |")).split(" | ")
-    assert control[6] == "n/a" and control[10] == "n/a"
+    assert control[6] == "n/a"
+    adamw = lines.index("## adamw")  # the control's section
+    wrong = lines.index("Drift of the wrong mode (estimate, `~`), tokens.", adamw)
+    control = next(x for x in lines[wrong:] if x.startswith(f"| 0.6 | {FROZEN} |")).split(" | ")
+    assert control[4] == "n/a"
 
 
 def test_dose_table_at_another_level_and_its_other_columns():
@@ -206,7 +212,14 @@ def test_dose_markdown_prints_the_tables_numbers():
     assert row.split(" | ")[3] == cell  # contrast in tokens, then its p values and prediction
     assert f"{r['sign_p']:.2g} / {r['wilcoxon_p']:.2g} ({r['wilcoxon_bh']:.2g}) |" in row
     assert "| +0.90 |" in row
-    assert row.endswith("| 3.0 % |")  # the largest last-window truncated share, 0.03
+    # seeds 2, 2, 2, 0.15: sd 0.925, se 0.4625, 3 degrees of freedom; the smallest mean a 90 %
+    # t test tells from 0 at 80 % power is 3.30 se (tests/analysis/test_seed_stats.py's integral)
+    assert r["detectable"] == pytest.approx(3.29943 * 0.4625, rel=1e-5)
+    assert row.endswith(f"| {r['detectable']:.2f} ({100 * r['power']:.0f} %) |")
+    lines = text.splitlines()
+    wrong = next(x for x in lines[lines.index("Drift of the wrong mode (estimate, `~`), tokens."):]
+                 if x.startswith("| 0.6 | grpo | "))  # fmt: skip
+    assert wrong.endswith("| 3.0 % |")  # the largest last-window truncated share, 0.03
     assert "## adamw" not in text  # one optimizer in the table, one section
 
 

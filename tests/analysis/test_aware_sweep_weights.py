@@ -338,7 +338,7 @@ def test_the_probe_summary_has_a_section_per_weights_setting():
         "## The one-step probe (aware_sweep/probe.csv), SGD on weights `all`",
         "## The one-step probe (aware_sweep/probe.csv), SGD on weights `markers`",
     ]
-    rows = [x for x in text if x.startswith("| 0.8 | grpo |")]
+    rows = [x for x in text if x.startswith("| 0.8 | grpo | 3 |")]  # the contrast tables' rows
     # contrast 0.8 + 2b over b = 0, 1, 2: mean 2.8, sd 2, t(0.95, 2) 2.92 x 2 / sqrt 3 = 3.37
     assert rows[0].split(" | ")[3] == "+2800.00 [-571.71, +6171.71]"  # x 10^3
     assert rows[1].split(" | ")[3] == "+2.80 [-0.57, +6.17]"

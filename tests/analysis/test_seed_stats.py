@@ -9,10 +9,14 @@ from scipy import stats
 
 from grpo_dial.analysis.seed_stats import (
     MIN_SEEDS,
+    detectable_shift,
     difference_interval,
     interval_columns,
     r_squared,
+    rejection_power,
+    sample_se,
     t_interval,
+    welch_se,
 )
 
 
@@ -99,3 +103,52 @@ def test_difference_interval_with_one_constant_side():
     assert mirrored == pytest.approx((-2.0, -2.0 - h, -2.0 + h))
     both = difference_interval([1.0, 1.0, 1.0], [2.0, 2.0, 2.0])  # nothing varies: no interval
     assert both[0] == pytest.approx(-1.0) and np.isnan(both[1]) and np.isnan(both[2])
+
+
+def _power_by_integral(shift: float, se: float, df: int, level: float = 0.9) -> float:
+    """P(|(Z + shift / se) / sqrt(V / df)| > t_c), V ~ chi^2(df), integrated over V: the t test's
+    power without the noncentral t distribution."""
+    from scipy import integrate
+
+    c, d = stats.t.ppf((1 + level) / 2, df), shift / se
+
+    def f(v: float) -> float:
+        s = c * np.sqrt(v / df)
+        return stats.chi2.pdf(v, df) * (stats.norm.cdf(d - s) + stats.norm.cdf(-d - s))
+
+    return integrate.quad(f, 0, np.inf)[0]
+
+
+@pytest.mark.parametrize(("df", "level", "power"), [(3, 0.9, 0.8), (9, 0.9, 0.8), (9, 0.95, 0.9),
+                                                     (40, 0.9, 0.5)])  # fmt: skip
+def test_detectable_shift_has_the_stated_power_by_an_integral(df, level, power):
+    se = 0.37
+    shift = detectable_shift(se, df, level, power)
+    assert _power_by_integral(shift, se, df, level) == pytest.approx(power, abs=1e-6)
+    assert rejection_power(shift, se, df, level) == pytest.approx(power, abs=1e-9)
+    assert rejection_power(-shift, se, df, level) == pytest.approx(power, abs=1e-9)  # two-sided
+    # about (t_{(1+L)/2} + t_P) se, the textbook shortcut, within 2 % from 3 degrees of freedom
+    shortcut = (stats.t.ppf((1 + level) / 2, df) + stats.t.ppf(power, df)) * se
+    assert shift == pytest.approx(shortcut, rel=0.02)
+
+
+def test_power_at_no_shift_is_the_size_and_the_edges_are_nan():
+    assert rejection_power(0.0, 1.0, 9, 0.9) == pytest.approx(0.1)
+    assert rejection_power(0.9, 0.4625, 3) == pytest.approx(0.445428, abs=1e-6)  # the integral's
+    assert detectable_shift(1.0, 1e6) == pytest.approx(1.6449 + 0.8416, abs=1e-3)  # the normal's
+    for se, df in ((0.0, 9), (np.nan, 9), (1.0, 0), (1.0, np.nan)):
+        assert np.isnan(rejection_power(1.0, se, df)) and np.isnan(detectable_shift(se, df))
+    assert np.isnan(detectable_shift(1.0, 9, 0.9, 0.05))  # power below the test's size
+    assert np.isnan(rejection_power(np.nan, 1.0, 9))
+
+
+def test_sample_and_welch_standard_errors_by_hand():
+    se, df = sample_se([1.0, 2.0, 4.0, np.nan])  # sd sqrt(7/3), n 3
+    assert (se, df) == (pytest.approx(np.sqrt(7 / 3) / np.sqrt(3)), 2.0)
+    assert all(np.isnan(v) for v in sample_se([1.0, 2.0]))
+    x, y = [1.0, 2.0, 4.0], [0.0, 0.0, 1.0, 1.0]  # v_x 7/9, v_y 1/12
+    se, nu = welch_se(x, y)
+    vx, vy = 7 / 9, 1 / 12
+    assert se == pytest.approx(np.sqrt(vx + vy))
+    assert nu == pytest.approx((vx + vy) ** 2 / (vx**2 / 2 + vy**2 / 3))
+    assert all(np.isnan(v) for v in welch_se([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]))

@@ -269,7 +269,8 @@ rule aware_probe:
 
 
 rule aware_dose:
-    """Per seed, and per optimizer, level and arm: measured drift beside the predictions."""
+    """Per seed, and per optimizer, level and arm: measured drift beside the predictions; arms
+    paired by seed and their ratios to the reference with bootstrap intervals."""
     input:
         cells=expand(
             f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
@@ -285,6 +286,8 @@ rule aware_dose:
         runs=f"{RESULTS}/aware_sweep/runs.csv",
         truncation=f"{RESULTS}/aware_sweep/truncation.csv",
         fit=f"{RESULTS}/aware_sweep/fit.csv",
+        paired=f"{RESULTS}/aware_sweep/paired.csv",
+        ratios=f"{RESULTS}/aware_sweep/ratios.csv",
         summary=f"{RESULTS}/aware_sweep/summary.md",
         dose=report(
             f"{RESULTS}/aware_sweep/dose.csv", caption="../report/aware_dose_table.rst",

@@ -1,4 +1,5 @@
-"""Statistics every analysis shares: the Student-t interval of a mean over seeds, and R^2.
+"""Statistics every analysis shares: the Student-t interval of a mean over seeds, the power of
+that test, and R^2.
 
 The t interval of the finite values x_1..x_n (NaN dropped) at level L:
 
@@ -17,6 +18,15 @@ The difference of two means over independent seeds, mean(x) - mean(y), with Welc
     nu = (v_x + v_y)^2 / (v_x^2 / (n_x - 1) + v_y^2 / (n_y - 1)),  v = s^2 / n,
 
 given from MIN_SEEDS values on each side.
+
+The smallest shift a design detects (its power): a two-sided t test at level L, standard error
+se and nu degrees of freedom rejects a true shift delta with probability
+
+    P(|T| > t_{(1+L)/2, nu}),   T ~ noncentral t(nu, delta / se),
+
+and the detectable shift at power P is the delta where that probability equals P (solved on the
+noncentral t; about (t_{(1+L)/2, nu} + t_{P, nu}) se). One sample or seed-paired differences:
+se = s / sqrt(n), nu = n - 1; two independent arms: Welch's se and nu above.
 
 R^2 of predictions f against observations y: 1 - sum (y - f)^2 / sum (y - mean y)^2, NaN when y
 is constant (nothing to explain). Pure numpy / scipy.
@@ -93,6 +103,59 @@ def difference_interval(x, y, level: float = 0.9) -> tuple[float, float, float]:
     return diff, float(ci.low), float(ci.high)
 
 
+def rejection_power(shift: float, se: float, df: float, level: float = 0.9) -> float:
+    """P(|T| > t_{(1+level)/2, df}) for T ~ noncentral t(df, shift / se): the chance a two-sided
+    t test at `level` rejects a true `shift` (module docstring); NaN when se or df is not a
+    positive finite number or shift is NaN."""
+    if not (np.isfinite(se) and se > 0 and np.isfinite(df) and df > 0 and np.isfinite(shift)):
+        return float("nan")
+    crit = stats.t.ppf((1 + level) / 2, df)
+    nc = abs(shift) / se
+    # the far tail P(T < -crit) is below 1e-20 where scipy's series returns NaN
+    return float(stats.nct.sf(crit, df, nc) + np.nan_to_num(stats.nct.cdf(-crit, df, nc)))
+
+
+def detectable_shift(se: float, df: float, level: float = 0.9, power: float = 0.8) -> float:
+    """The smallest shift a two-sided t test at `level` detects with probability `power`
+    (module docstring): rejection_power(shift, se, df, level) = power; NaN as rejection_power,
+    or when power is not above the test's size 1 - level."""
+    if not 1 - level < power < 1:
+        return float("nan")
+    if np.isnan(rejection_power(0.0, se, df, level)):
+        return float("nan")
+    from scipy.optimize import brentq
+
+    crit = float(stats.t.ppf((1 + level) / 2, df))
+    upper = crit + float(stats.norm.ppf(power)) + 10.0
+    nc = brentq(lambda d: rejection_power(d, 1.0, df, level) - power, 0.0, upper, xtol=1e-10)
+    return float(nc * se)
+
+
+def sample_se(x) -> tuple[float, float]:
+    """(s / sqrt(n), n - 1) of x's finite values: the one-sample (or paired) t test's standard
+    error and degrees of freedom; NaN below MIN_SEEDS values."""
+    x = np.asarray(x, dtype=float).ravel()
+    x = x[np.isfinite(x)]
+    if x.size < MIN_SEEDS:
+        return float("nan"), float("nan")
+    return float(x.std(ddof=1) / np.sqrt(x.size)), float(x.size - 1)
+
+
+def welch_se(x, y) -> tuple[float, float]:
+    """(sqrt(v_x + v_y), nu) of two independent samples' finite values, Welch-Satterthwaite's
+    degrees of freedom (module docstring); NaN below MIN_SEEDS values on a side or when both
+    are constant."""
+    x, y = (np.asarray(v, dtype=float).ravel() for v in (x, y))
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if min(x.size, y.size) < MIN_SEEDS:
+        return float("nan"), float("nan")
+    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    if vx + vy == 0:
+        return float("nan"), float("nan")
+    nu = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
+    return float(np.sqrt(vx + vy)), float(nu)
+
+
 def r_squared(observed, predicted) -> float:
     """1 - sum (y - f)^2 / sum (y - mean y)^2 with y = observed, f = predicted (same shape);
     NaN when the observed values are constant."""
@@ -104,6 +167,6 @@ def r_squared(observed, predicted) -> float:
 
 
 __all__ = [
-    "MIN_SEEDS", "SeedInterval", "difference_interval", "interval_columns", "r_squared",
-    "t_interval",
+    "MIN_SEEDS", "SeedInterval", "detectable_shift", "difference_interval", "interval_columns",
+    "r_squared", "rejection_power", "sample_se", "t_interval", "welch_se",
 ]  # fmt: skip

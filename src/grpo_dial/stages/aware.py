@@ -290,11 +290,14 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
 
 def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     """aware_sweep/runs.csv (per seed), aware_sweep/dose.csv (per optimizer, level, arm and
-    quantity, with predictions) and aware_sweep/truncation.csv; the tail-frozen control's cell
-    (input frozen, when planned) as arm FROZEN, trained with the reference arm's dial; summary.md
-    with the one-step probe's tables after the dose's (input probe, when given)."""
+    quantity, with predictions and power), aware_sweep/paired.csv and ratios.csv (arms paired
+    by seed, ratios to the reference arm) and aware_sweep/truncation.csv; the tail-frozen
+    control's cell (input frozen, when planned) as arm FROZEN, trained with the reference arm's
+    dial; summary.md with the one-step probe's tables after the dose's (input probe, when
+    given)."""
     from grpo_dial.analysis.aware.dose import FROZEN, dose_fit, dose_table, sweep_runs
     from grpo_dial.analysis.aware.dose_report import dose_markdown, probe_markdown, rate_notes
+    from grpo_dial.analysis.aware.paired import paired_table, ratio_table
     from grpo_dial.analysis.aware.seeds import truncation_table
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
@@ -313,12 +316,17 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     write_table(dose, output["dose"])
     fit = dose_fit(dose)
     write_table(fit, output["fit"])
+    paired = paired_table(runs, params["reference"])
+    ratios = ratio_table(runs, params["reference"])
+    for name, table in (("paired", paired), ("ratios", ratios)):
+        if name in output.keys():
+            write_table(table, output[name])
     write_table(truncation_table(runs, by=("optimizer", "level", "dial")), output["truncation"])
     if "summary" in output.keys():
         seeds = sorted(set(runs["seed"]))
         source = (f"aware_sweep/dose.csv and fit.csv, seeds {seeds[0]}-{seeds[-1]}, "
                   f"{int(params['train']['steps'])} steps")  # fmt: skip
-        text = dose_markdown(dose, fit, source, rate_notes(rates))
+        text = dose_markdown(dose, fit, source, rate_notes(rates), paired, ratios)
         if "probe" in input.keys():
             probe = probe_markdown(read_table(input["probe"]), read_table(input["probe_fit"]))
             text = f"{text}\n{probe}"

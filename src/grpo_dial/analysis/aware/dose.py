@@ -74,7 +74,14 @@ from grpo_dial.analysis.aware.grid import (
 )
 from grpo_dial.analysis.aware.runs import STEP_COLUMNS, run_drift, window_updates
 from grpo_dial.analysis.aware.seeds import bh_adjust, fisher_p, rank_tests
-from grpo_dial.analysis.seed_stats import difference_interval, r_squared, t_interval
+from grpo_dial.analysis.seed_stats import (
+    detectable_shift,
+    difference_interval,
+    r_squared,
+    rejection_power,
+    sample_se,
+    t_interval,
+)
 
 SGD_TARGET = 0.2  # the reference arm's predicted contrast over the run (theta), sizing SGD's rate
 ADAM_STEP = 0.1  # theta moved by Adam's first step if every weight moved by lr along sign(J)
@@ -248,8 +255,9 @@ DOSE_QUANTITIES = (
 DOSE_COLUMNS = (
     "optimizer level a dial quantity n_seeds mean lo hi min max net net_lo net_hi "
     "n_pos n_neg sign_p wilcoxon_p wilcoxon_bh n_up n_down takeoff_p "
-    "predicted adam_tabular snr awareness_measured truncation_last"
+    "predicted adam_tabular snr detectable power awareness_measured truncation_last"
 ).split()
+POWER = 0.8  # the power at which `detectable` is stated
 
 
 def _snr_column(quantity: str) -> str:
@@ -266,7 +274,10 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     Wilcoxon p adjusted (Benjamini-Hochberg) over the levels of one optimizer, arm and quantity,
     since "is this arm off 0 anywhere on the sweep" reads five tests at once; net, net_lo,
     net_hi: the mean minus the FROZEN control's (its seeds, whatever its optimizer: a zero step
-    is the same under both) with Welch's interval, NaN for the control and without one."""
+    is the same under both) with Welch's interval, NaN for the control and without one;
+    detectable: the smallest mean the t test over seeds tells from 0 at POWER (two-sided, at
+    1 - level), power: its chance to tell the prediction (SGD: predicted, AdamW: adam_tabular)
+    from 0 (seed_stats.detectable_shift, rejection_power, at the cell's own seed spread)."""
     rows = []
     control = runs[runs["dial"] == FROZEN]
     for (opt, lev, d), g in runs.groupby(["optimizer", "level", "dial"], sort=False):
@@ -284,6 +295,9 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
             adam = f"adam_{q}" if f"adam_{q}" in g else None
             net, net_lo, net_hi = (difference_interval(x, control[q], level)
                                    if d != FROZEN and len(control) else (np.nan,) * 3)  # fmt: skip
+            se, df = sample_se(x)
+            tested = pred if opt == "sgd" else adam  # the prediction this optimizer's runs test
+            expected = float(g[tested].mean()) if tested else float("nan")
             rows.append(
                 {"optimizer": opt, "level": lev, "a": float(g["a"].iloc[0]), "dial": d,
                  "quantity": q, "n_seeds": len(g), "mean": s.mean, "lo": s.lo, "hi": s.hi,
@@ -292,6 +306,8 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
                  "predicted": float(g[pred].mean()) if pred else float("nan"),
                  "adam_tabular": float(g[adam].mean()) if adam else float("nan"),
                  "snr": float(g[_snr_column(q)].mean()) if _snr_column(q) in g else np.nan,
+                 "detectable": detectable_shift(se, df, level, POWER),
+                 "power": rejection_power(expected, se, df, level),
                  "awareness_measured": float(g["awareness"].mean()),
                  "truncation_last": float(g["truncation_last"].max())}
             )  # fmt: skip

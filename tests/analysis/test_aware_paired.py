@@ -1,0 +1,113 @@
+"""The aware sweep's seed-paired comparisons and ratios (analysis/aware/paired.py) by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from grpo_dial.analysis.aware.grid import FROZEN
+from grpo_dial.analysis.aware.paired import paired_table, ratio_table, seed_ratio
+
+
+def _runs(grpo, dr, ctrl, optimizer="sgd") -> pd.DataFrame:
+    """One level (a = 0.6) of three arms; contrast_tokens as given per seed, the modes' drifts
+    half of it each way; GRPO's prediction 1.0, Dr. GRPO's 0; the control's seeds 0..n-1."""
+    rows = []
+    for dial, values, pred in (("grpo", grpo, 1.0), ("dr_grpo", dr, 0.0), (FROZEN, ctrl, 0.0)):
+        for seed, v in enumerate(values):
+            if v is None:
+                continue
+            rows.append({"optimizer": optimizer, "level": "a60", "a": 0.6, "dial": dial,
+                         "seed": seed, "contrast_tokens": v, "d_wrong_tokens": v / 2,
+                         "d_correct_tokens": -v / 2, "pred_contrast_tokens": pred,
+                         "pred_d_wrong_tokens": pred / 2,
+                         "pred_d_correct_tokens": -pred / 2})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_paired_differences_read_seed_by_seed():
+    grpo, dr, ctrl = [1.0, 2.0, 0.5, 1.5, 3.0], [0.2, 0.1, 0.0, -0.1, 0.3], [0.1, 0.0, 0.2, 0.1, None]
+    t = paired_table(_runs(grpo, dr, ctrl), "grpo").set_index(["first", "second", "quantity"])
+    # grpo - control over the seeds both have (0-3): 0.9, 2.0, 0.3, 1.4
+    d = np.array([0.9, 2.0, 0.3, 1.4])
+    r = t.loc[("grpo", FROZEN, "contrast_tokens")]
+    h = stats.t.ppf(0.95, 3) * d.std(ddof=1) / 2
+    assert (r["n"], r["mean"]) == (4, pytest.approx(1.15))
+    assert (r["lo"], r["hi"]) == (pytest.approx(1.15 - h), pytest.approx(1.15 + h))
+    assert (r["n_pos"], r["n_neg"]) == (4, 0)
+    assert r["wilcoxon_p"] == pytest.approx(0.125)  # all four of one sign: 2 / 2^4
+    # Welch's interval of the same difference treats all five GRPO seeds and four control seeds
+    # as independent
+    ci = stats.ttest_ind(grpo, ctrl[:4], equal_var=False).confidence_interval(0.9)
+    assert (r["welch_lo"], r["welch_hi"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert r["predicted"] == 1.0
+    # GRPO - Dr. GRPO over all five seeds: 0.8, 1.9, 0.5, 1.6, 2.7, predicted 1 - 0
+    g = t.loc[("grpo", "dr_grpo", "contrast_tokens")]
+    assert (g["n"], g["mean"], g["predicted"]) == (5, pytest.approx(1.5), 1.0)
+    assert t.loc[("grpo", "dr_grpo", "d_correct_tokens"), "mean"] == pytest.approx(-0.75)
+    assert t.loc[("grpo", "dr_grpo", "d_correct_tokens"), "predicted"] == -0.5
+    # the detectable shift: the paired test's (se = sd(d) / sqrt(5), 4 degrees of freedom)
+    se = np.std([0.8, 1.9, 0.5, 1.6, 2.7], ddof=1) / np.sqrt(5)
+    assert g["detectable"] == pytest.approx(3.03971 * se, rel=1e-5)  # noncentral t, df 4
+    pairs = set(zip(t.reset_index()["first"], t.reset_index()["second"], strict=True))
+    assert pairs == {("grpo", FROZEN), ("dr_grpo", FROZEN), ("grpo", "dr_grpo")}
+
+
+def test_paired_table_without_a_control_or_a_reference():
+    runs = _runs([1.0, 2.0, 3.0], [0.0, 0.1, 0.2], [])
+    t = paired_table(runs, "grpo")
+    assert set(t["second"]) == {"dr_grpo"}  # no control trained: only the reference's pairs
+    t = paired_table(runs[runs["dial"] != "grpo"], "grpo")
+    assert t.empty  # neither pair exists
+
+
+def test_a_ratio_that_holds_seed_by_seed_has_a_point_interval():
+    ref = np.array([1.0, 3.0, 2.0, 5.0])
+    ctrl = np.array([0.5, -0.2, 0.1, 0.3])
+    x = ctrl + 0.47 * (ref - ctrl)  # net of the control, 0.47 of the reference on every seed
+    r = seed_ratio(x, ref, ctrl)
+    assert r["net_ratio"] == pytest.approx(0.47)
+    assert (r["net_lo"], r["net_hi"]) == (pytest.approx(0.47), pytest.approx(0.47))
+    assert r["ratio"] == pytest.approx(x.mean() / ref.mean())
+    assert r["lo"] <= r["ratio"] <= r["hi"] and r["lo"] < r["hi"]
+
+
+def test_the_bootstrap_interval_is_the_delta_methods_at_many_seeds():
+    rng = np.random.default_rng(3)
+    n = 400
+    ref = rng.normal(2.0, 1.0, n)
+    x = 0.5 * ref + rng.normal(0.0, 0.5, n)
+    r = seed_ratio(x, ref, draws=4000)
+    # delta method: var(mx / my) ~ (var(x) - 2 R cov(x, y) + R^2 var(y)) / (n my^2)
+    rr = x.mean() / ref.mean()
+    v = (x.var(ddof=1) - 2 * rr * np.cov(x, ref)[0, 1] + rr**2 * ref.var(ddof=1))
+    h = stats.norm.ppf(0.95) * np.sqrt(v / n) / ref.mean()
+    assert r["lo"] == pytest.approx(rr - h, abs=0.15 * h)
+    assert r["hi"] == pytest.approx(rr + h, abs=0.15 * h)
+
+
+def test_a_denominator_that_crosses_zero_leaves_the_ratio_unbounded():
+    ref = np.array([1.0, -1.2, 0.9, -0.8, 0.3])  # mean 0.04, its draws take both signs
+    r = seed_ratio(np.array([0.5, 0.4, 0.6, 0.5, 0.5]), ref)
+    assert r["ratio"] == pytest.approx(2.5 / 0.2)
+    assert (r["lo"], r["hi"]) == (-np.inf, np.inf)
+    short = seed_ratio(np.array([1.0, 2.0]), np.array([1.0, 2.0]))
+    assert np.isnan(short["ratio"]) and short["n"] == 2  # below three seeds: none
+    zero = seed_ratio(np.array([1.0, 2.0, 3.0]), np.array([1.0, -1.0, 0.0]))
+    assert np.isnan(zero["ratio"])  # a zero mean denominator: no ratio
+
+
+def test_ratio_table_aligns_the_seeds_and_gives_the_predicted_ratio():
+    grpo = [1.0, 2.0, 4.0, 3.0]
+    dr = [0.5, 1.0, 2.0, 99.0]  # seed 3 has no control: left out of the ratio
+    ctrl = [0.0, 0.0, 0.0, None]
+    t = ratio_table(_runs(grpo, dr, ctrl), "grpo")
+    r = t.set_index("quantity").loc["contrast_tokens"]
+    assert (r["dial"], r["reference"], r["n"]) == ("dr_grpo", "grpo", 3)
+    assert r["ratio"] == pytest.approx(0.5) and r["net_ratio"] == pytest.approx(0.5)
+    assert (r["lo"], r["hi"]) == (pytest.approx(0.5), pytest.approx(0.5))
+    assert r["predicted"] == 0.0  # Dr. GRPO's 0 over GRPO's 1
+    assert t.set_index("quantity").loc["d_correct_tokens", "ratio"] == pytest.approx(0.5)
+    assert set(t["dial"]) == {"dr_grpo"}  # neither the reference nor the control
