@@ -108,14 +108,20 @@ def diagnose_directory(
 
 
 def run_estimator_line(
-    run: str | Path, configs: list[str] | None, fmt: str | None, out_dir: str | Path
-) -> str:
+    run: str | Path, configs: list[str] | None, fmt: str | None, version: str | None = None
+) -> tuple[pd.DataFrame, str]:
     """Which estimator the run used, from the engine options its folder's files (and `configs`)
-    name: writes estimator.csv to out_dir, returns the one line (external.run_estimator)."""
-    from grpo_dial.external.run_estimator import read_engine_options, run_estimator
+    name, at the engine release `version` (else the one the files name): the table and the one
+    line (external.run_estimator). Writes nothing, so that a bad option stops the command before
+    any table is written; `write_estimator` writes the table."""
+    from grpo_dial.external.engine_options import read_run
+    from grpo_dial.external.run_estimator import run_estimator
 
     paths = [*([run] if Path(run).is_dir() else []), *(configs or [])]
-    table, line = run_estimator(read_engine_options(paths), fmt)
+    return run_estimator(read_run(paths), fmt, version)
+
+
+def write_estimator(table: pd.DataFrame, out_dir: str | Path) -> None:
+    """estimator.csv in out_dir, when the run named any engine option."""
     if len(table):
         write_table(table, Path(out_dir) / "estimator.csv")
-    return line
