@@ -22,10 +22,11 @@ Bad input: a missing file or column, or an unreadable file, raises a one-line Va
 it. Rows are skipped and counted by reason in the ImportReport, with where the first of each
 occurred: repeated (TRL: a row of an earlier file written again, trl_snapshots), eval (TRL: rows
 of an evaluation), validation (verl: a validation dump, told by its `reward` key equal to
-`score`), invalid_json (a line that is not a JSON object), missing_value (a needed field absent
-or null), bad_step (not an integer), bad_text (prompt or response neither a string nor a message
-list), bad_reward (not a finite number), bad_correct (not boolean or 0/1). A run with no usable
-row raises, naming the first bad one.
+`score`), invalid_json (a line that is not a JSON object, or nested too deep to parse),
+missing_value (a needed field absent or null), bad_step (not an integer, or beyond +-2^53),
+bad_text (prompt or response neither a string nor a message list), bad_reward (not a finite
+number), bad_correct (not boolean or 0/1). A run with no usable row raises, naming the first bad
+one.
 """
 
 from __future__ import annotations
