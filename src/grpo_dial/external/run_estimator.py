@@ -291,22 +291,33 @@ def run_estimator(
     """(table, line): each option read or defaulted (COLUMNS; `dial` the setting it maps to)
     and one line naming the engine and release, the nearest preset and the dial entry, or why
     none. Raises a one-line ValueError naming option and file for a value the engine refuses."""
+    table, line, _ = estimate(run, fmt, version)
+    return table, line
+
+
+def estimate(
+    run: RunConfig, fmt: str | None = None, version: str | None = None
+) -> tuple[pd.DataFrame, str, dict | None]:
+    """run_estimator's (table, line) and the dial entry the config maps to (None if none)."""
     from grpo_dial.core.arm_names import arm_name
     from grpo_dial.core.dial import dial_from_config
 
     options = run.options
     if options.empty:
-        return pd.DataFrame(columns=list(COLUMNS)), "no engine option found in the run's files"
+        empty = pd.DataFrame(columns=list(COLUMNS))
+        return empty, "no engine option found in the run's files", None
     twice = options.groupby("option")["value"].nunique()
     if (twice > 1).any():
         key = twice[twice > 1].index[0]
         rows = options[options["option"] == key]
         pairs = ", ".join(f"{v} ({s})" for v, s in zip(rows["value"], rows["source"], strict=True))
-        return _table(options, {}), f"conflicting values of {key}: {pairs}; no estimator named"
+        conflict = f"conflicting values of {key}: {pairs}; no estimator named"
+        return _table(options, {}), conflict, None
     engines = set(options["engine"])
     engine = fmt if fmt in engines else (engines.pop() if len(engines) == 1 else None)
     if engine is None:
-        return _table(options, {}), f"options of several engines ({', '.join(sorted(engines))})"
+        several = f"options of several engines ({', '.join(sorted(engines))})"
+        return _table(options, {}), several, None
     release, how = engine_release(run, engine, version)
     mine = options[options["engine"] == engine]
     read = dict(zip(mine["option"], mine["value"], strict=True))
@@ -317,14 +328,15 @@ def run_estimator(
     table = _table(mine, said, {k: v for k, v in defaults.items() if k not in read})
     tail = f"; release {release} ({how})"
     if why is not None:
-        return table, f"{engine}: {why}{tail}"
+        return table, f"{engine}: {why}{tail}", None
     dial = dial_from_config(dict(entry))  # a one-line error if the mapping were wrong
     name, diff = nearest_preset(dial, prefer=entry.get("preset"))
     near = arm_name(name) + (f" with {', '.join(diff)} changed" if diff else "")
     shown = ", ".join(f"{k}: {v}" for k, v in entry.items())
     filtering = "silent groups dropped and refilled" if entry.get("silent") == "drop" else "none"
     extra = "".join(f"; {n}" for n in notes)
-    return table, f"{engine}: {near}; as a dial: {{{shown}}}; filtering: {filtering}{extra}{tail}"
+    line = f"{engine}: {near}; as a dial: {{{shown}}}; filtering: {filtering}{extra}{tail}"
+    return table, line, entry
 
 
 def _table(options: pd.DataFrame, said: Mapping[str, str], defaulted=None) -> pd.DataFrame:

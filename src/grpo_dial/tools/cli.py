@@ -148,7 +148,12 @@ def _fresh_out(directory: str) -> Path:
 
 def diagnose(args: argparse.Namespace) -> None:
     """Import a logged run, print its key numbers, write tables and a figure to --out."""
-    from grpo_dial.stages.external import diagnose_directory, run_estimator_line, write_estimator
+    from grpo_dial.stages.external import (
+        diagnose_directory,
+        numbers_lines,
+        run_estimator_line,
+        write_estimator,
+    )  # fmt: skip
     from grpo_dial.stages.manifest import now
 
     started = now()
@@ -168,7 +173,7 @@ def diagnose(args: argparse.Namespace) -> None:
     params = {"window_fraction": args.window, "n_boot": args.n_boot, "seed": 0, "fidelity": 0.9}
     record = _diagnose_record(args, out)
     # the engine config first: a bad option stops the command before any table is written
-    estimator, line = run_estimator_line(
+    estimator, line, entry = run_estimator_line(
         args.directory, args.engine_config, args.engine or args.format, args.engine_version
     )
     summary, report, warnings, manifest = diagnose_directory(spec, out, params, record, started)
@@ -184,6 +189,8 @@ def diagnose(args: argparse.Namespace) -> None:
     for line in warnings:
         print(f"warning: {line}")
     print("estimator: " + line)
+    for numbers in numbers_lines(out, entry):
+        print(numbers)
     print(f"tables and diagnosis.png written to {out}")
 
 
