@@ -133,3 +133,20 @@ def test_disagreement_needs_a_good_fit_and_a_config(tmp_path):
     )  # RLOO is G/(G-1) x Dr. GRPO: at G 4, |r - mean| <= 3/4 grows by 1/4 of it
     with pytest.raises(ValueError, match="no 'adv' column"):
         fit_advantages(rows, column="adv")
+
+
+def test_a_user_named_advantage_column(tmp_path, capsys, monkeypatch):
+    folder = _verl_float32_dump(tmp_path / "v")
+    for path in folder.glob("*.jsonl"):  # the advantage under another key
+        path.write_text(path.read_text().replace('"advantage"', '"adv_grpo"'))
+    rows, _ = import_run({"format": "verl", "path": str(folder), "threshold": 0.5,
+                          "advantage_column": "adv_grpo"})  # fmt: skip
+    assert fit_advantages(rows).iloc[0]["candidate"] == "grpo (verl std)"
+    monkeypatch.chdir(tmp_path)
+    argv = ["diagnose", str(folder), "--format", "verl", "--threshold", "0.5", "--n-boot", "5"]
+    assert main([*argv, "--advantage-column", "adv_grpo", "--out", "a"]) == 0
+    out = capsys.readouterr().out
+    assert "numbers: grpo (verl std) {preset: grpo, std_ddof: 1, eps: 1e-06, singleton: " in out
+    assert "warning: 4 silent groups (all rewards equal, e.g. 0.1, 0.3" in out
+    assert main([*argv, "--advantage-column", "nope", "--out", "b"]) == 2
+    assert "lacks column 'nope'" in capsys.readouterr().err

@@ -158,7 +158,8 @@ def diagnose(args: argparse.Namespace) -> None:
 
     started = now()
     spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
-    for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size"):
+    for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size",
+                "advantage_column"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
     if args.reward_column and len(args.reward_column) == 1:
@@ -304,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="generic format: step=, prompt=, response=, reward= column names",
     )
     p_diag.add_argument("--tokenizer", help="local tokenizer path: lengths in tokens")
+    p_diag.add_argument(
+        "--advantage-column",
+        help="TRL / verl: the logged column of each response's advantage, fitted by every dial "
+        "setting (default: 'advantage' when present; generic: --columns advantage=...)",
+    )
     p_diag.add_argument(
         "--engine-config",
         nargs="+",
