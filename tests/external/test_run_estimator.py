@@ -98,6 +98,12 @@ def test_the_release_sets_the_default_normalizer(tmp_path):
       "> 0"),
      ("loss_type: dr_grpo\nmax_completion_length: 51.5\n", "max_completion_length='51.5'",
       "not a whole number"),
+     # stated sizes are checked whether or not the dial uses them (loss_type dapo here)
+     ("max_completion_length: 0\n", "max_completion_length='0'", "> 0"),
+     ("per_device_train_batch_size: 0\n", "per_device_train_batch_size='0'", "> 0"),
+     ("algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=0", "rollout.n='0'", "> 0"),
+     ("--algo.advantage.estimator rloo --rollout.n_samples_per_prompt 0",
+      "n_samples_per_prompt='0'", "> 0"),
      ("loss_type: sum\n", "loss_type='sum'", "not one of grpo, dapo"),
      ("algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=maybe",
       "norm_adv_by_std_in_grpo='maybe'", "not true or false"),

@@ -113,8 +113,17 @@ class _Options:
         return text
 
 
+def _sizes(o: _Options, keys: tuple[str, ...]) -> None:
+    """Counts the engine refuses below 1 (a batch, a completion limit, G), checked where stated
+    whether or not the dial uses them."""
+    for key in keys:
+        if o.text(key) is not None:
+            o.number(key, int, 0, strict=True)
+
+
 def _trl(o: _Options, release: str) -> tuple[dict, dict[str, str], str | None, list[str]]:
     entry, said, notes = {"preset": "grpo", "std_ddof": 1, "eps": 1e-4}, {}, []
+    _sizes(o, ("per_device_train_batch_size", "num_generations", "max_completion_length"))
     scale = o.choice("scale_rewards", ("group", "true", "batch", "none", "false"))
     if scale == "batch":
         entry["std_scope"], said["scale_rewards"] = "batch", "std_scope: batch"
@@ -167,6 +176,7 @@ def _trl(o: _Options, release: str) -> tuple[dict, dict[str, str], str | None, l
 def _verl(o: _Options, release: str) -> tuple[dict, dict[str, str], str | None, list[str]]:
     est = (o.text("adv_estimator") or "").lower()
     notes: list[str] = []
+    _sizes(o, ("rollout.n",))
     if est in VERL_NO_DIAL:
         return {}, {}, f"adv_estimator={est!r} (verl) has no dial setting", notes
     if est not in VERL_ESTIMATORS:
@@ -219,6 +229,7 @@ def _verl(o: _Options, release: str) -> tuple[dict, dict[str, str], str | None, 
 
 def _openrlhf(o: _Options, release: str) -> tuple[dict, dict[str, str], str | None, list[str]]:
     est = (o.text("advantage_estimator") or "").lower()
+    _sizes(o, ("n_samples_per_prompt",))
     if est in OPENRLHF_NO_DIAL:
         return {}, {}, f"advantage_estimator={est!r} (OpenRLHF) has no dial setting", []
     if est not in OPENRLHF_ESTIMATORS:
