@@ -250,3 +250,57 @@ def test_index_is_any_hashable_in_verl_and_any_integer_here():
         batch.rewards, batch.group_ids, dial_from_config({"preset": "rloo", **SINGLE})
     )
     assert float((theirs - ours[:, None] * batch.mask).abs().max()) < TOL
+
+
+# --------------------------------------------------------------------------- float32
+# verl's reward tensors are float32. Where a group's rewards differ, the dial in float32 equals
+# verl in float32 to float32 rounding. Where they are all equal (sigma = 0) verl still divides
+# (r - mean) / (std + eps): a reward binary cannot hold leaves mean and std a few ulps off, so
+# every response of the silent group gets |A| far from 0, while the dial gives exactly 0 in
+# either dtype (docs/estimators.md, "float32"; grpo-dial diagnose warns where a log shows it).
+FLOAT32_SILENT = {  # reward -> verl grpo's largest |A| of a silent group, G = 8, 12, 16 (eps 1e-6)
+    0.1: (0.0074, 0.015, 0.0074), 0.2: (0.015, 0.029, 0.015), 0.3: (0.029, 0.029, 0.029),
+    0.6: (0.056, 0.056, 0.056), 0.7: (0.056, 0.11, 0.056), 0.95: (0.056, 0.11, 0.056),
+    0.5: (0.0, 0.0, 0.0),
+}  # fmt: skip
+
+
+def _silent_verl(reward: float, size: int) -> float:
+    scores = torch.zeros(size, 3, dtype=torch.float32)
+    scores[:, 2] = reward
+    adv = CA.compute_grpo_outcome_advantage(
+        token_level_rewards=scores, response_mask=torch.ones_like(scores),
+        index=np.zeros(size, dtype=np.int64), epsilon=1e-6, norm_adv_by_std_in_grpo=True,
+    )[0]  # fmt: skip
+    return float(adv.abs().max())
+
+
+@pytest.mark.parametrize("reward", list(FLOAT32_SILENT))
+def test_verl_float32_silent_groups_get_advantages_the_dial_does_not(reward):
+    dial = dial_from_config({"std_ddof": 1, **SINGLE})
+    for size, expected in zip((8, 12, 16), FLOAT32_SILENT[reward], strict=True):
+        assert _silent_verl(reward, size) == pytest.approx(expected, rel=0.05, abs=1e-12)
+        for dtype in (torch.float32, torch.float64):
+            ours = advantages(torch.full((size,), reward, dtype=dtype),
+                              torch.zeros(size, dtype=torch.long), dial)  # fmt: skip
+            assert float(ours.abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("name", ["grpo", "grpo_vectorized", "rloo", "opo", "gpg"])
+def test_verl_in_float32_equals_the_dial_in_float32_off_silent_groups(name):
+    kwargs, spec, min_size = ESTIMATORS[name]
+    dial = dial_from_config(spec)
+    worst = 0.0
+    for seed in SEEDS:
+        batch = random_batch(seed, min_size)
+        batch = type(batch)(batch.rewards.float(), batch.group_ids, batch.mask.float(),
+                            batch.lengths)  # fmt: skip
+        theirs = _verl_advantages(name, kwargs, batch).double()  # (N, T)
+        ours = advantages(batch.rewards, batch.group_ids, dial, **_context(dial, batch))
+        assert ours.dtype == torch.float32  # the dial computes in the rewards' dtype
+        stats = {int(i): batch.rewards[batch.group_ids == i] for i in batch.group_ids.unique()}
+        silent = torch.tensor([bool((stats[int(i)] == stats[int(i)][0]).all())
+                               for i in batch.group_ids])  # fmt: skip
+        diff = (theirs - ours.double()[:, None] * batch.mask.double()).abs().amax(1)  # (N,)
+        worst = max(worst, float(diff[~silent].max()) if (~silent).any() else 0.0)
+    assert worst < 2e-6

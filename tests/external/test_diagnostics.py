@@ -224,14 +224,29 @@ def test_unbiased_expected_silent_equals_a_comb_loop():
 def test_group_checks_count_unequal_groups_and_spot_filtered_runs():
     mixed = responses([(1, "a", [1, 0, 1, 0]), (1, "b", [1, 1, 1, 1]), (2, "a", [0]),
                        (2, "c", [1, 0, 0, 0, 1, 0, 0, 1])])  # fmt: skip
-    assert group_checks(mixed) == {"groups": 4.0, "group_size": 4.0, "unequal_groups": 2.0,
-                                   "damaged_groups": 0.0, "group_size_uncertain": 0.0,
-                                   "all_groups_informative": 0.0}  # fmt: skip
-    # every group of two or more informative; a singleton (k = G = 1) says nothing either way
+    # q_g = p^G + (1-p)^G at run-wide p over groups of G >= 2: a 2/5 at G 4 (0.1552), b 1 (1),
+    # c 3/8 at G 8; the lone response of a is no group of two
+    q = [0.6**4 + 0.4**4, 1.0, 0.375**8 + 0.625**8]
+    assert group_checks(mixed) == pytest.approx({
+        "groups": 4.0, "group_size": 4.0, "unequal_groups": 2.0, "damaged_groups": 0.0,
+        "group_size_uncertain": 0.0, "all_groups_informative": 0.0,
+        "expected_silent_groups": sum(q), "p_no_silent_groups": 0.0, "filtered": 0.0})  # fmt: skip
+    # every group of two or more informative; a singleton (k = G = 1) says nothing either way.
+    # Three groups of 2 at p = 1/2: q = 1/2 each, none silent has P0 = 1/8: not called filtered
     filtered = responses([(1, "a", [1, 0]), (1, "b", [0, 1]), (2, "a", [1, 0]), (2, "c", [1])])
     checks = group_checks(filtered)
     assert checks["all_groups_informative"] == 1.0 and checks["group_size"] == 2.0
     assert checks["unequal_groups"] == 1.0
+    assert checks["expected_silent_groups"] == pytest.approx(1.5)
+    assert checks["p_no_silent_groups"] == pytest.approx(1 / 8) and checks["filtered"] == 0.0
+    # five such groups: P0 = 1/32 < 0.05, filtered
+    five = responses([(s, "a", [1, 0]) for s in range(1, 6)])
+    checks = group_checks(five)
+    assert checks["p_no_silent_groups"] == pytest.approx(1 / 32) and checks["filtered"] == 1.0
+    # five groups of 4 at p = 1/2: q = 1/8 each, P0 = (7/8)^5 = 0.513: expected 0.6, not filtered
+    four = group_checks(responses([(s, "a", [1, 0, 1, 0]) for s in range(1, 6)]))
+    assert four["expected_silent_groups"] == pytest.approx(5 / 8)
+    assert four["p_no_silent_groups"] == pytest.approx((7 / 8) ** 5) and four["filtered"] == 0.0
     silent_only = responses([(1, "a", [0, 0]), (2, "a", [1, 1])])
     assert group_checks(silent_only)["all_groups_informative"] == 0.0
 
@@ -243,7 +258,11 @@ def test_run_warnings_name_the_failed_checks():
         return pd.DataFrame({"metric": list(merged), "value": list(merged.values())})
 
     assert run_warnings(summary()) == []
-    (line,) = run_warnings(summary(all_groups_informative=1.0))
+    assert run_warnings(summary(all_groups_informative=1.0)) == []  # P0 not small: no warning
+    (line,) = run_warnings(summary(all_groups_informative=1.0, filtered=1.0,
+                                   expected_silent_groups=12.34, p_no_silent_groups=2.1e-6))
+    assert line.startswith("every group is informative (0 < k < G) where the closed form expects "
+                           "12.3 silent ones (none with P = 2.1e-06)")  # fmt: skip
     assert "silent rates cannot be estimated" in line
     (line,) = run_warnings(summary(unequal_groups=2.0))
     assert line.startswith("2 of 10 whole groups differ from G = 4")

@@ -411,3 +411,22 @@ def test_every_runs_key_the_schema_allows_reaches_an_importer():
     accepted = {k for f in IMPORTERS.values() for k in inspect.signature(f).parameters}
     assert keys <= accepted, keys - accepted
     assert "eval_steps" in inspect.signature(IMPORTERS["trl"]).parameters
+
+
+def test_verl_nested_and_overflowing_lines_are_skipped_and_counted(tmp_path):
+    # a line nested past the parser's recursion limit is invalid_json (no RecursionError); a
+    # step of 1e30 (or 2^53 + 2, which a float cannot tell from its neighbours) is bad_step,
+    # not an int64 wrapped to a negative number that sorts first
+    rows = [{"input": "p", "output": f"o{i}", "score": float(i % 2), "step": 3} for i in range(4)]
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(1, "[" * 100_000 + "]" * 100_000)
+    lines.insert(2, json.dumps({"input": "p", "output": "x", "score": 1.0, "step": 1e30}))
+    lines.insert(3, json.dumps({"input": "p", "output": "y", "score": 1.0, "step": 2**53 + 2}))
+    folder = tmp_path / "r"
+    folder.mkdir()
+    (folder / "3.jsonl").write_text("\n".join(lines) + "\n")
+    df, report = import_verl(folder)
+    assert report.skipped == {"invalid_json": 1, "bad_step": 2}
+    assert report.first_skipped["invalid_json"].endswith("3.jsonl:2")
+    assert report.first_skipped["bad_step"].endswith("3.jsonl:3")
+    assert list(df["step"]) == [3, 3, 3, 3] and list(df["response"]) == ["o0", "o1", "o2", "o3"]

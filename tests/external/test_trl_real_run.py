@@ -115,9 +115,11 @@ def test_a_problem_twice_in_a_step_makes_two_groups_of_G(trl_run):
     assert sizes.eq(G).all() and len(sizes) == sum(len(c[2]) for c in trl_run["train"]) // G
     twice = rows[rows["prompt"] == TRAIN[0]].groupby("step")["group"].nunique()
     assert twice.eq(2).all()
-    assert group_checks(rows) == {"groups": 12.0, "group_size": 4.0, "unequal_groups": 0.0,
-                                  "damaged_groups": 0.0, "group_size_uncertain": 0.0,
-                                  "all_groups_informative": 0.0}  # fmt: skip
+    checks = group_checks(rows)
+    assert checks | {"expected_silent_groups": 0.0, "p_no_silent_groups": 0.0} == {
+        "groups": 12.0, "group_size": 4.0, "unequal_groups": 0.0, "damaged_groups": 0.0,
+        "group_size_uncertain": 0.0, "all_groups_informative": 0.0, "filtered": 0.0,
+        "expected_silent_groups": 0.0, "p_no_silent_groups": 0.0}  # fmt: skip
 
 
 def test_weighted_reward_matches_the_trainers_logged_reward(trl_run):

@@ -18,10 +18,15 @@ expected curves part, which is the point of the plot.
 Checks (group_checks): G = the most common size of the groups the import left whole (`lost` = 0;
 rows skipped as unusable shrink their group); a whole group of another size is unequal (a
 prompt repeated within a step that the log's order could not split, or a batch cut by an
-evaluation); a run whose every group of two or more responses is informative (0 < k < G) was
-most likely filtered before it was logged (verl's DAPO recipe dumps only the groups that passed
-filter_groups), so its silent fractions say nothing about the silent rate: the summary gives
-them as NaN and `warnings` says why.
+evaluation). A run whose every group of two or more responses is informative (0 < k < G) was
+filtered before it was logged (verl's DAPO recipe dumps only the groups that passed
+filter_groups) when that absence is unlikely: under the closed form at the prompts' run-wide
+pass rates p, group g is silent with q_g = p^G + (1-p)^G, independently, so no silent group at
+all has probability P0 = prod_g (1 - q_g); the run counts as `filtered` when P0 < FILTERED_P
+(0.05), i.e. when the expected count sum_g q_g of silent groups (also reported) makes their
+absence unlikely. A filtered run's silent fractions say nothing about the silent rate: the
+summary gives them as NaN and `warnings` says why. A few informative groups (P0 >= 0.05) are
+not called filtered.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from grpo_dial.analysis.training.decompose import windows
 from grpo_dial.core.theory import silent_rate_split, silent_rate_without_replacement_split
 from grpo_dial.passrates.tables import PASSRATE_COLUMNS, validate_passrates
 
+FILTERED_P = 0.05  # a run with no silent group is `filtered` when that had P0 below this
 SILENT_COLUMNS = (
     "step", "n_groups", "silent_fraction", "all_correct_fraction", "all_wrong_fraction",
     "expected_silent", "expected_all_correct", "expected_all_wrong",
@@ -44,7 +50,7 @@ SILENT_COLUMNS = (
 SUMMARY_COLUMNS = ("metric", "value")
 SUMMARY_METRICS = (
     "steps", "groups", "group_size", "unequal_groups", "damaged_groups", "group_size_uncertain",
-    "all_groups_informative",
+    "all_groups_informative", "expected_silent_groups", "p_no_silent_groups", "filtered",
     "prompts", "responses", "accuracy_first", "accuracy_last", "mean_length_first",
     "mean_length_last", "silent_fraction_first", "silent_fraction_last", "expected_silent_first",
     "expected_silent_last", "length_change", "within_incorrect_share",
@@ -122,8 +128,10 @@ def silent_by_step(responses: pd.DataFrame) -> pd.DataFrame:
 
 def group_checks(responses: pd.DataFrame) -> dict[str, float]:
     """groups, group_size G, unequal_groups (size != G), damaged_groups (groups that lost rows in
-    the import: `lost` > 0), group_size_uncertain and all_groups_informative (1.0 when every group
-    of G >= 2 has 0 < k < G, else 0.0). G = the most common size among the groups that lost no
+    the import: `lost` > 0), group_size_uncertain, all_groups_informative (1.0 when every group
+    of G >= 2 has 0 < k < G, else 0.0), expected_silent_groups (sum_g q_g over those groups),
+    p_no_silent_groups (P0 = prod_g (1 - q_g)) and filtered (all informative and P0 < FILTERED_P;
+    module docstring). G = the most common size among the groups that lost no
     row; when every group lost one (or, without a `lost` column, ever), the most common size of
     all, and group_size_uncertain = 1.0 where groups lost rows."""
     df = _first_round(responses, ("step", "group", "prompt_id", "reward"))
@@ -138,13 +146,20 @@ def group_checks(responses: pd.DataFrame) -> dict[str, float]:
     size = int(counts[counts == counts.max()].index.min())
     multi = g[g["G"] >= 2]
     informative = (multi["k"] > 0) & (multi["k"] < multi["G"])
+    correct, wrong = silent_rate_split(multi["p"].to_numpy(), multi["G"].to_numpy())  # (groups,)
+    q = np.clip(correct + wrong, 0.0, 1.0)
+    p_none = float(np.exp(np.sum(np.log1p(-q)))) if (q < 1).all() else 0.0
+    all_informative = len(multi) > 0 and bool(informative.all())
     return {
         "groups": float(len(g)),
         "group_size": float(size),
         "unequal_groups": float((g["G"] != size).sum()),
         "damaged_groups": float(damaged.sum()),
         "group_size_uncertain": float(bool(damaged.all())),
-        "all_groups_informative": float(len(multi) > 0 and bool(informative.all())),
+        "all_groups_informative": float(all_informative),
+        "expected_silent_groups": float(q.sum()),
+        "p_no_silent_groups": p_none,
+        "filtered": float(all_informative and p_none < FILTERED_P),
     }
 
 
@@ -152,10 +167,12 @@ def run_warnings(summary: pd.DataFrame) -> list[str]:
     """One line per check a run_summary fails, saying what it means for the diagnosis."""
     v = dict(zip(summary["metric"], summary["value"], strict=True))
     out = []
-    if v.get("all_groups_informative") == 1.0:
+    if v.get("filtered") == 1.0:
         out.append(
-            "every group is informative (0 < k < G): the log was most likely filtered before it "
-            "was written (verl's DAPO recipe dumps only groups that passed filter_groups), so "
+            f"every group is informative (0 < k < G) where the closed form expects "
+            f"{v['expected_silent_groups']:.1f} silent ones (none with P = "
+            f"{v['p_no_silent_groups']:.2g}): the log was most likely filtered before it was "
+            "written (verl's DAPO recipe dumps only groups that passed filter_groups), so "
             "silent rates cannot be estimated from it"
         )
     if v.get("group_size_uncertain", 0) == 1.0:
@@ -258,7 +275,7 @@ def run_summary(
         win = df[df["step"].isin(steps)]
         values[f"accuracy_{name}"] = float(win["reward"].mean())
         values[f"mean_length_{name}"] = float(win["length"].mean())
-        filtered = checks["all_groups_informative"] == 1.0  # silent groups were never logged
+        filtered = checks["filtered"] == 1.0  # silent groups were never logged
         silent_here = math.nan if filtered else _pooled(silent, steps, "silent_fraction")
         values[f"silent_fraction_{name}"] = silent_here
         values[f"expected_silent_{name}"] = _pooled(  # what the figure's dashed curves draw

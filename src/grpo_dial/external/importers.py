@@ -22,10 +22,11 @@ Bad input: a missing file or column, or an unreadable file, raises a one-line Va
 it. Rows are skipped and counted by reason in the ImportReport, with where the first of each
 occurred: repeated (TRL: a row of an earlier file written again, trl_snapshots), eval (TRL: rows
 of an evaluation), validation (verl: a validation dump, told by its `reward` key equal to
-`score`), invalid_json (a line that is not a JSON object), missing_value (a needed field absent
-or null), bad_step (not an integer), bad_text (prompt or response neither a string nor a message
-list), bad_reward (not a finite number), bad_correct (not boolean or 0/1). A run with no usable
-row raises, naming the first bad one.
+`score`), invalid_json (a line that is not a JSON object, or nested too deep to parse),
+missing_value (a needed field absent or null), bad_step (not an integer, or beyond +-2^53),
+bad_text (prompt or response neither a string nor a message list), bad_reward (not a finite
+number), bad_correct (not boolean or 0/1). A run with no usable row raises, naming the first bad
+one.
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ _NO_ACC = (
     "DAPO recipe's filtered batch does: use correct_from reward (threshold -1 for math_dapo's "
     "+-1 score)"
 )
+
+
+def _advantage(column: str | None) -> dict[str, str]:
+    """The optional fields' file columns: `advantage` read from `column` when one is named."""
+    return _OPTIONAL | ({"advantage": column} if column else {})
+
+
+def _optional(column: str | None) -> tuple[str, ...]:
+    """The fields a file may lack: a named advantage column is required."""
+    return tuple(f for f in _OPTIONAL if not (f == "advantage" and column))
 
 
 def _read(
@@ -131,6 +142,7 @@ def import_trl(
     group_size: int | None = None,
     eval_steps: int | Sequence[int] | None = None,
     extra: Sequence[str] = (),
+    advantage_column: str | None = None,
 ) -> tuple[pd.DataFrame, ImportReport]:
     """TRL GRPOTrainer(log_completions=True) logs: `<output_dir>/completions/completions_<step>
     .parquet` (give the run dir or the completions dir), columns step, prompt, completion, one per
@@ -148,9 +160,11 @@ def import_trl(
     files = sorted(root.rglob("completions_*.parquet"), key=step_order)
     if not files:
         raise ValueError(f"no completions_<step>.parquet files under {root}")
-    names = {"step": "step", "prompt": "prompt", "response": "completion"} | _OPTIONAL
+    names = {"step": "step", "prompt": "prompt", "response": "completion"} | _advantage(
+        advantage_column
+    )
     report = ImportReport(source=f"trl:{directory}")
-    needs = _needs(names, rule, _OPTIONAL) | {c: "extra" for c in extra}
+    needs = _needs(names, rule, _optional(advantage_column)) | {c: "extra" for c in extra}
     frames = _read(files, report, needs, step_from_name=False)
     steps = [step_order(path)[0] for path, _ in frames]
     if eval_steps is not None:
@@ -186,6 +200,7 @@ def import_verl(
     correct_from: str | None = None,
     reward_weights: Sequence[float] | None = None,
     group_size: int | None = None,
+    advantage_column: str | None = None,
 ) -> tuple[pd.DataFrame, ImportReport]:
     """verl rollouts dumped with `trainer.rollout_data_dir`: `<dir>/<step>.jsonl`, one JSON object
     per response with keys input (prompt), output (response), gts, score, step, plus the reward
@@ -199,9 +214,11 @@ def import_verl(
     files = sorted(root.glob("*.jsonl"), key=step_order)
     if not files:
         raise ValueError(f"no <step>.jsonl files in {root}")
-    names = {"step": "step", "prompt": "input", "response": "output", "gts": "gts"} | _OPTIONAL
+    names = {"step": "step", "prompt": "input", "response": "output", "gts": "gts"} | _advantage(
+        advantage_column
+    )
     report = ImportReport(source=f"verl:{directory}")
-    needs = _needs(names, rule, (*_OPTIONAL, "gts", "step"))
+    needs = _needs(names, rule, (*_optional(advantage_column), "gts", "step"))
     if rule.correct_column:
         needs[rule.correct_column] = _NO_ACC
     frames = _read(files, report, {k: v for k, v in needs.items() if k != "score"}, True)

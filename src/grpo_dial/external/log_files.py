@@ -58,7 +58,8 @@ def unreadable(path: Path, err: Exception) -> ValueError:
 
 
 def read_jsonl(path: Path, report: ImportReport) -> pd.DataFrame:
-    """One row per JSON-object line (blank lines ignored); other lines skipped as invalid_json."""
+    """One row per JSON-object line (blank lines ignored); other lines, and lines nested too
+    deep for the parser, skipped as invalid_json."""
     try:
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -70,7 +71,7 @@ def read_jsonl(path: Path, report: ImportReport) -> pd.DataFrame:
         report.rows_read += 1
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
             obj = None
         if isinstance(obj, dict):
             rows.append(obj)

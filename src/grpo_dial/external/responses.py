@@ -33,6 +33,7 @@ RESPONSE_COLUMNS = (
 # lost: rows of this response's (step, prompt) group that the import skipped (0 = group whole)
 # checked in this order; a row is counted under its first failing reason
 REASONS = ("missing_value", "bad_step", "bad_text", "bad_reward", "bad_correct")
+MAX_STEP = 2**53  # the largest integer every float64 below it holds exactly
 
 log = logging.getLogger("grpo_dial")
 
@@ -115,7 +116,9 @@ def assemble(
     needed = ["step", "prompt", "response", "correct" if by_flag else "raw_reward"]
     checks = {  # (N,) each; True = the row fails
         "missing_value": np.any([raw[c].isna().to_numpy() for c in needed], axis=0),
-        "bad_step": ~np.isfinite(df["step"]) | (df["step"] % 1 != 0),
+        # an integer a float holds exactly (|step| <= 2^53): 1e30 would wrap in int64
+        "bad_step": ~np.isfinite(df["step"]) | (df["step"] % 1 != 0)
+        | (np.abs(df["step"]) > MAX_STEP),
         "bad_text": df["prompt"].isna() | df["response"].isna(),
         "bad_reward": ~by_flag & ~np.isfinite(df["raw_reward"]),
         "bad_correct": by_flag & df["correct"].isna(),

@@ -18,13 +18,14 @@ log = logging.getLogger("grpo_dial")
 
 DIAGNOSIS = ("silent", "passrates", "recommended_g", "terms", "curves", "summary")
 _SUFFIX = {"passrates": ".parquet", "recommended_g": ".parquet", "curves": ".parquet"}
-# every file `diagnose_directory` and `run_estimator_line` may write into their out folder
+# every file `diagnose_directory`, `write_estimator` and `numbers_lines` may write into out
 DIAGNOSE_FILES = (
     "responses.parquet",
     *(f"{key}{_SUFFIX.get(key, '.csv')}" for key in DIAGNOSIS),
     "diagnosis.png",
     "diagnosis.pdf",
     "estimator.csv",
+    "advantage_fit.csv",
     "manifest.json",  # dag.provenance.MANIFEST
 )
 
@@ -108,14 +109,44 @@ def diagnose_directory(
 
 
 def run_estimator_line(
-    run: str | Path, configs: list[str] | None, fmt: str | None, out_dir: str | Path
-) -> str:
+    run: str | Path, configs: list[str] | None, fmt: str | None, version: str | None = None
+) -> tuple[pd.DataFrame, str, dict | None]:
     """Which estimator the run used, from the engine options its folder's files (and `configs`)
-    name: writes estimator.csv to out_dir, returns the one line (external.run_estimator)."""
-    from grpo_dial.external.run_estimator import read_engine_options, run_estimator
+    name, at the engine release `version` (else the one the files name): the table, the one
+    line and the dial entry (external.run_estimator.estimate). Writes nothing, so that a bad
+    option stops the command before any table is written; `write_estimator` writes the table."""
+    from grpo_dial.external.engine_options import read_run
+    from grpo_dial.external.run_estimator import estimate
 
     paths = [*([run] if Path(run).is_dir() else []), *(configs or [])]
-    table, line = run_estimator(read_engine_options(paths), fmt)
+    return estimate(read_run(paths), fmt, version)
+
+
+def write_estimator(table: pd.DataFrame, out_dir: str | Path) -> None:
+    """estimator.csv in out_dir, when the run named any engine option."""
     if len(table):
         write_table(table, Path(out_dir) / "estimator.csv")
-    return line
+
+
+def numbers_lines(out_dir: str | Path, entry: Mapping | None) -> list[str]:
+    """What the logged advantages of the run imported into out_dir say (external.advantage_fit):
+    the best-fitting dial with its largest residual, a disagreement with the config's `entry`,
+    float32 silent-group advantages; writes advantage_fit.csv. [] when none is logged."""
+    from grpo_dial.external.advantage_fit import (
+        disagreement,
+        fit_advantages,
+        fit_line,
+        float32_silent_groups,
+    )  # fmt: skip
+
+    responses = read_table(Path(out_dir) / "responses.parquet")
+    table = fit_advantages(responses)
+    if table.empty:
+        return []
+    write_table(table, Path(out_dir) / "advantage_fit.csv")
+    lines = [f"numbers: {fit_line(table)}"]
+    if (line := disagreement(responses, entry, table)) is not None:
+        lines.append(f"warning: {line}")
+    if (line := float32_silent_groups(responses)) is not None:
+        lines.append(f"warning: {line}")
+    return lines

@@ -148,12 +148,18 @@ def _fresh_out(directory: str) -> Path:
 
 def diagnose(args: argparse.Namespace) -> None:
     """Import a logged run, print its key numbers, write tables and a figure to --out."""
-    from grpo_dial.stages.external import diagnose_directory, run_estimator_line
+    from grpo_dial.stages.external import (
+        diagnose_directory,
+        numbers_lines,
+        run_estimator_line,
+        write_estimator,
+    )  # fmt: skip
     from grpo_dial.stages.manifest import now
 
     started = now()
     spec = {"format": args.format, "path": args.directory, "threshold": args.threshold}
-    for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size"):
+    for key in ("reward_column", "correct_column", "correct_from", "tokenizer", "group_size",
+                "advantage_column"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
     if args.reward_column and len(args.reward_column) == 1:
@@ -167,7 +173,12 @@ def diagnose(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else _fresh_out(args.directory)
     params = {"window_fraction": args.window, "n_boot": args.n_boot, "seed": 0, "fidelity": 0.9}
     record = _diagnose_record(args, out)
+    # the engine config first: a bad option stops the command before any table is written
+    estimator, line, entry = run_estimator_line(
+        args.directory, args.engine_config, args.engine or args.format, args.engine_version
+    )
     summary, report, warnings, manifest = diagnose_directory(spec, out, params, record, started)
+    write_estimator(estimator, out)
     from grpo_dial.dag.provenance import MANIFEST, header_lines
 
     print(f"- Diagnosed: {args.directory} (--format {args.format}) into {out}")
@@ -178,7 +189,9 @@ def diagnose(args: argparse.Namespace) -> None:
         print(f"{metric:<{width}}  {value:.4g}")
     for line in warnings:
         print(f"warning: {line}")
-    print("estimator: " + run_estimator_line(args.directory, args.engine_config, args.format, out))
+    print("estimator: " + line)
+    for numbers in numbers_lines(out, entry):
+        print(numbers)
     print(f"tables and diagnosis.png written to {out}")
 
 
@@ -293,10 +306,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_diag.add_argument("--tokenizer", help="local tokenizer path: lengths in tokens")
     p_diag.add_argument(
+        "--advantage-column",
+        help="TRL / verl: the logged column of each response's advantage, fitted by every dial "
+        "setting (default: 'advantage' when present; generic: --columns advantage=...)",
+    )
+    p_diag.add_argument(
         "--engine-config",
         nargs="+",
         help="config or log files naming the engine's options (loss_type, adv_estimator, ...); "
         "the run's folder is read too",
+    )
+    p_diag.add_argument(
+        "--engine",
+        choices=("trl", "verl", "openrlhf"),
+        help="whose options to read when the files name several engines (default: --format)",
+    )
+    p_diag.add_argument(
+        "--engine-version",
+        help="the engine's release (e.g. 1.16.0): its defaults and semantics; default: the "
+        "release the run's files name, else the newest",
     )
     p_diag.add_argument("--window", type=float, default=0.1, help="first/last fraction of steps")
     p_diag.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates")
