@@ -111,3 +111,33 @@ def test_ratio_table_aligns_the_seeds_and_gives_the_predicted_ratio():
     assert r["predicted"] == 0.0  # Dr. GRPO's 0 over GRPO's 1
     assert t.set_index("quantity").loc["d_correct_tokens", "ratio"] == pytest.approx(0.5)
     assert set(t["dial"]) == {"dr_grpo"}  # neither the reference nor the control
+
+
+def test_the_summary_prints_the_paired_and_ratio_tables():
+    from grpo_dial.analysis.aware.dose import dose_fit, dose_table
+    from grpo_dial.analysis.aware.dose_report import dose_markdown
+
+    runs = _runs([1.0, 2.0, 4.0, 3.0], [0.5, 1.0, 2.0, 1.5], [0.0, 0.1, 0.0, -0.1])
+    blind = runs[runs["dial"] != FROZEN]  # the control is one cell, at a = 0.6
+    runs = pd.concat([runs, blind.assign(level="a0", a=0.0, pred_contrast_tokens=0.0,
+                                        pred_d_wrong_tokens=0.0, pred_d_correct_tokens=0.0,
+                                        contrast_tokens=0.0)])  # fmt: skip
+    runs = runs.assign(takeoff=0, awareness=runs["a"], truncation_last=0.0, contrast=0.0,
+                       d_wrong=0.0, d_common=0.0)  # fmt: skip
+    dose = dose_table(runs)
+    paired, ratios = paired_table(runs, "grpo"), ratio_table(runs, "grpo")
+    lines = dose_markdown(dose, dose_fit(dose), "", None, paired, ratios).splitlines()
+    row = next(x for x in lines if x.startswith("| 0.6 | grpo - dr_grpo |")).split(" | ")
+    # 0.5, 1, 2, 1.5: mean 1.25, sd 0.6455, t(0.95, 3) 2.3534 -> +-0.76; Wilcoxon 2 / 2^4
+    assert row[2] == "+1.25 [+0.49, +2.01] (0.12)" and row[3] == "+1.00"
+    ratio = next(x for x in lines if x.startswith("| 0.6 | dr_grpo | contrast_tokens |"))
+    cells = ratio.split(" | ")[3:]
+    assert cells[0] == "+0.50 [+0.50, +0.50]" and cells[2] == "+0.00 |"
+    # net: (0.5, 0.9, 2, 1.6) over (1, 1.9, 4, 3.1); a ratio of means is a weighted mean of the
+    # seeds' ratios (0.5, 0.474, 0.5, 0.516), so every bootstrap draw lies between them
+    r = ratios.set_index(["level", "dial", "quantity"]).loc[("a60", "dr_grpo", "contrast_tokens")]
+    assert r["net_ratio"] == pytest.approx(5.0 / 10.0)
+    assert 0.9 / 1.9 <= r["net_lo"] < r["net_hi"] <= 1.6 / 3.1
+    assert cells[1] == f"+0.50 [{r['net_lo']:+.2f}, {r['net_hi']:+.2f}]"
+    blind = next(x for x in lines if x.startswith("| 0.0 | dr_grpo | contrast_tokens |"))
+    assert blind.endswith("| n/a | n/a | n/a |")  # GRPO's 0 drift and prediction: no ratio

@@ -222,7 +222,8 @@ def _ratio_table(ratios: pd.DataFrame) -> list[str]:
         lines.append(
             f"| {r['a']:.1f} | {r['dial']} | {r['quantity']} | "
             f"{_ratio(r['ratio'], r['lo'], r['hi'])} | "
-            f"{_ratio(r['net_ratio'], r['net_lo'], r['net_hi'])} | {r['predicted']:+.2f} |"
+            f"{_ratio(r['net_ratio'], r['net_lo'], r['net_hi'])} | "
+            f"{'n/a' if pd.isna(r['predicted']) else format(r['predicted'], '+.2f')} |"
         )
     return lines
 
