@@ -164,6 +164,8 @@ def test_probe_markdown_prints_the_tables_numbers():
     modes = [line for line in text.splitlines() if line.startswith("| 0.6 | grpo | +")]
     assert len(modes) == 1 and modes[0].split(" | ")[3] == "+103.00"  # wrong mode: 0.103
     assert row.endswith("| +1.00 +- 0.00 | +1.00 | 0 % |")
+    blind = next(line for line in text.splitlines() if line.startswith("| 0.0 | grpo | 3 |"))
+    assert blind.endswith("| +1.00 +- 0.00 | n/a | 0 % |")  # predicted 0 over 0: no ratio
     assert "| contrast | " in text and "| 3 |" in text.splitlines()[-1]
 
 

@@ -40,6 +40,11 @@ def _predicted(row, optimizer: str) -> str:
     return f"{row['snr']:.2f} ({row['adam_tabular']:+.2f})"
 
 
+def _signed(x) -> str:
+    """A signed number to two decimals, n/a where it is undefined (a ratio to a zero)."""
+    return "n/a" if pd.isna(x) else f"{x:+.2f}"
+
+
 PROBE_SCALE = 1e3  # the probe's moves per unit lr are printed in units of 10^-3
 
 
@@ -89,7 +94,7 @@ def weights_probe_markdown(probe: pd.DataFrame, fit: pd.DataFrame) -> str:
         contrast.append(
             f"| {c['a']:.1f} | {d} | {int(c['n_batches'])} | {_probe_cell(c)} | "
             f"{k * c['predicted']:+.2f} | {c['ratio_reference']:+.2f} +- "
-            f"{c['ratio_reference_se']:.2f} | {c['predicted_ratio_reference']:+.2f} | "
+            f"{c['ratio_reference_se']:.2f} | {_signed(c['predicted_ratio_reference'])} | "
             f"{100 * c['clip_share']:.0f} % |"
         )
         modes.append(f"| {c['a']:.1f} | {d} | {_probe_cell(w)} | {k * w['predicted']:+.2f} | "
@@ -223,7 +228,7 @@ def _ratio_table(ratios: pd.DataFrame) -> list[str]:
             f"| {r['a']:.1f} | {r['dial']} | {r['quantity']} | "
             f"{_ratio(r['ratio'], r['lo'], r['hi'])} | "
             f"{_ratio(r['net_ratio'], r['net_lo'], r['net_hi'])} | "
-            f"{'n/a' if pd.isna(r['predicted']) else format(r['predicted'], '+.2f')} |"
+            f"{_signed(r['predicted'])} |"
         )
     return lines
 
