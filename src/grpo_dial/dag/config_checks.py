@@ -41,10 +41,11 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from grpo_dial.dag import SHOWN_CHARS, cut
+
 SEED_MAX = 2**32 - 1
 MAX_ALIASES = 100
-MAX_FILE_BYTES = 4 * 2**20  # a config file is a few kB; a larger one is not read
-SHOWN_CHARS = 200  # the most characters of a value one error line echoes
+MAX_FILE_BYTES = 2**20  # 1 MiB: a config file is a few kB; a larger one is not parsed
 NAMED_SECTIONS = ("dials", "passrate_tables", "runs", "public_data")  # name -> entry
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # YAML 1.1 floats need a dot
@@ -57,11 +58,6 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text)} characters)"
-
-
-def cut(text: str) -> str:
-    """`text`, cut to SHOWN_CHARS characters with an ellipsis and its full length."""
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def _where(path: tuple) -> str:
