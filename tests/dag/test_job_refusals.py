@@ -191,3 +191,12 @@ def test_the_difficulty_allocation_bounds_are_checked_at_dag_build(tmp_path, all
             allocate_budget(np.array([0.5]), 8, "grpo", g_min=8, g_max=4)
     config["difficulty"]["allocation"] = {"per_prompt_budget": 2, "g_min": 1, "g_max": 2}
     _planned(config, tmp_path)
+
+
+@pytest.mark.parametrize("value", [-1, True, 1.5, [None], "g_max"])
+def test_an_arms_allocation_that_is_not_a_mapping_is_one_line(tmp_path, value):
+    config = _config(tmp_path, dials={"a": {"preset": "grpo", "allocation": value}})
+    line = _refused(config, tmp_path, f"config error at 'dials.a.allocation': {value!r} is not")
+    assert line.endswith("is not a mapping; give overrides of train.allocation, e.g. {g_max: 16}")
+    config = _config(tmp_path, dials={"a": {"preset": "grpo", "allocation": {"g_max": 16}}})
+    _planned(config, tmp_path)

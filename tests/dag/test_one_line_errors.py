@@ -207,3 +207,23 @@ def test_the_shipped_configs_plan(tmp_path, monkeypatch, files):
     config["resources_dir"] = str(tmp_path / "resources")
     plan = open_plan(config, [CONFIGS / name for name in files], ROOT, ROOT)
     assert plan.tables
+
+
+def test_a_file_that_is_not_utf8_or_merges_a_scalar_is_one_line_naming_it(tmp_path):
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"train: {steps: 5}\nresults_dir: r\xe9sultats\n")
+    assert file_problem(latin) == (
+        f"config error in {latin}: not UTF-8 text (byte 0xe9 at offset 32); save the file as UTF-8"
+    )
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("dials:\n  g: {preset: grpo}\n  h: {<<: 5}\n")
+    assert file_problem(scalar) == (
+        f"config error in {scalar} (line 3): expected a mapping or list of mappings for merging, "
+        "but found scalar"
+    )
+    tag = tmp_path / "tag.yaml"
+    tag.write_text("x: !!python/name:os.system ''\n")
+    assert file_problem(tag) == (
+        f"config error in {tag} (line 1): the tag 'tag:yaml.org,2002:python/name:os.system' is not "
+        "allowed; config files are read with a safe loader (plain values only)"
+    )

@@ -109,9 +109,14 @@ def _read_file(path: str | Path) -> tuple[str | None, object]:
                 f"config error in {path}: the file is {size} bytes; a config file may be at most "
                 f"{MAX_FILE_BYTES} bytes (keep data in files the config names)"
             ), None
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")  # as Snakemake reads it
     except OSError as err:
         return f"config error: cannot read config file {path}: {err.strerror}", None
+    except UnicodeDecodeError as err:
+        return (
+            f"config error in {path}: not UTF-8 text (byte {err.object[err.start]:#04x} at "
+            f"offset {err.start}); save the file as UTF-8"
+        ), None
     try:
         events = yaml.parse(text, Loader=yaml.SafeLoader)
         aliases = sum(isinstance(event, yaml.AliasEvent) for event in events)
@@ -128,8 +133,10 @@ def _read_file(path: str | Path) -> tuple[str | None, object]:
         found = re.search(r"tag '([^']+)'", tag)
         mark = err.problem_mark
         at = f" (line {mark.line + 1})" if mark is not None else ""
+        if found is None:  # not a tag: a merge key (<<) given something other than mappings
+            return f"config error in {path}{at}: {cut(tag)}", None
         return (
-            f"config error in {path}{at}: the tag {found.group(1) if found else tag!r} is not "
+            f"config error in {path}{at}: the tag {found.group(1)!r} is not "
             f"allowed; config files are read with a safe loader (plain values only)"
         ), None
     except yaml.YAMLError as err:
