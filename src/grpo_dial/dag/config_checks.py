@@ -21,8 +21,9 @@ own check, with the one schema it read).
   false with NaN, so it would reach a job;
 - a file with more than MAX_ALIASES YAML aliases (an alias bomb: a few hundred bytes that expand
   exponentially when the config is walked), refused before anything walks it; a file over
-  MAX_FILE_BYTES, refused before it is parsed. YAML merge keys (`<<: *base`) are read as
-  yaml.safe_load reads them: the keys a mapping gives override the merged ones;
+  MAX_FILE_BYTES, refused before it is parsed; a file that is not UTF-8 text. YAML merge keys
+  (`<<: *base`) are read as yaml.safe_load reads them: the keys a mapping gives override the
+  merged ones;
 - a name of `dials`, `passrate_tables`, `runs` or `public_data` that is not text (`1:`, `true:`)
   or holds a control character (a trailing newline included): names become folders and rows;
 - `dials: {name: null}` (null switches an arm off) where no config file, nor the schema's
