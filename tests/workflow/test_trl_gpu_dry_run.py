@@ -8,7 +8,7 @@ import yaml
 from conftest import REPO
 from test_gpu_workflow import dry_run, job_resources
 
-TRL_ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence")  # grpo_adaptive: switched off
+TRL_ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence")  # grpo_adaptive: off
 
 
 def notes(result) -> dict[str, str]:
