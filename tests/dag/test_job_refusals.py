@@ -139,14 +139,14 @@ def test_an_adaptive_arm_with_g_max_below_2_is_refused(tmp_path):
 
 def test_a_yaml_merge_key_is_read_as_safe_load_reads_it(tmp_path):
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(
-        "base: &base {preset: grpo, std_power: 1}\n"
-        "dials:\n  merged: {<<: *base, length_norm: token}\n"
+    overlay.write_text(  # the anchor on an arm: a top-level key of its own is refused as unknown
+        "dials:\n  base: &base {preset: grpo, std_power: 1}\n"
+        "  merged: {<<: *base, length_norm: token}\n"
     )
     data = yaml.safe_load(overlay.read_text())
     assert data["dials"]["merged"] == {"preset": "grpo", "std_power": 1, "length_norm": "token"}
     config = _config(tmp_path, dials=data["dials"])
-    assert list(_planned(config, tmp_path, (overlay,)).arms) == ["merged"]
+    assert list(_planned(config, tmp_path, (overlay,)).arms) == ["base", "merged"]
     overlay.write_text("dials:\n  merged: {<<: {preset: grpo}, std_power: 1, std_power: 0}\n")
     _refused(config, tmp_path, f"config error in {overlay}: key 'std_power' is given twice",
              (overlay,))  # fmt: skip
@@ -165,3 +165,38 @@ def test_a_long_value_is_echoed_cut_and_a_large_file_is_not_parsed(tmp_path):
     big.write_text("model: {device: '" + "z" * (5 * 2**20) + "'}\n")
     line = _refused(_config(tmp_path), tmp_path, f"config error in {big}: the file is ", (big,))
     assert f"{big.stat().st_size} bytes" in line
+
+
+@pytest.mark.parametrize(
+    ("allocation", "line"),
+    [
+        ({"g_min": 8, "g_max": 4}, "config error at 'difficulty.allocation.g_max': 4 is below "
+         "g_min 8"),
+        ({"g_min": 1, "g_max": 1}, "config error at 'difficulty.allocation.g_max': 1 gives groups "
+         "of one response: a group of one has no spread, so every advantage is 0; use 2 or more"),
+        ({"per_prompt_budget": 1}, "config error at 'difficulty.allocation.per_prompt_budget': 1 "
+         "gives groups of one response"),
+    ],
+)  # fmt: skip
+def test_the_difficulty_allocation_bounds_are_checked_at_dag_build(tmp_path, allocation, line):
+    import numpy as np
+
+    from grpo_dial.analysis.difficulty import allocate_budget
+
+    config = _config(tmp_path)
+    config["difficulty"]["allocation"] = allocation
+    _refused(config, tmp_path, line)
+    if "g_min" in allocation and allocation["g_max"] < allocation["g_min"]:  # the job's refusal
+        with pytest.raises(ValueError, match="must be >= g_min"):
+            allocate_budget(np.array([0.5]), 8, "grpo", g_min=8, g_max=4)
+    config["difficulty"]["allocation"] = {"per_prompt_budget": 2, "g_min": 1, "g_max": 2}
+    _planned(config, tmp_path)
+
+
+@pytest.mark.parametrize("value", [-1, True, 1.5, [None], "g_max"])
+def test_an_arms_allocation_that_is_not_a_mapping_is_one_line(tmp_path, value):
+    config = _config(tmp_path, dials={"a": {"preset": "grpo", "allocation": value}})
+    line = _refused(config, tmp_path, f"config error at 'dials.a.allocation': {value!r} is not")
+    assert line.endswith("is not a mapping; give overrides of train.allocation, e.g. {g_max: 16}")
+    config = _config(tmp_path, dials={"a": {"preset": "grpo", "allocation": {"g_max": 16}}})
+    _planned(config, tmp_path)

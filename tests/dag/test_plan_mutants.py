@@ -171,3 +171,24 @@ def test_open_plan_raises_the_schemas_line(tmp_path):
     config["train"]["steps"] = -1
     with pytest.raises(ConfigError, match="^config error at 'train.steps': -1 is less than"):
         open_plan(config, [], ROOT, tmp_path)
+
+
+def test_the_base_policys_length_bias_table_is_planned_when_the_policy_chain_runs(tmp_path):
+    """length_bias.tables may name base_policy: planned (after the configured tables, in the
+    config's order) exactly when an arm trains, so its analysis never vanishes silently."""
+    config = _config(tmp_path)
+    assert config["length_bias"]["tables"] == ["synthetic", "base_policy"]
+    plan = build_plan(config, ROOT, tmp_path)
+    assert plan.length_bias_tables == ["synthetic", "base_policy"]
+    assert plan.tables == ["synthetic", "gsm8k_logged", "math_cot_100", "base_policy"]
+    config["length_bias"]["tables"] = ["base_policy", "math_cot_100"]
+    assert build_plan(config, ROOT, tmp_path).length_bias_tables == ["base_policy", "math_cot_100"]
+    config["length_bias"]["tables"] = ["base_policy"]
+    assert build_plan(config, ROOT, tmp_path).length_bias_tables == ["base_policy"]
+    config["length_bias"]["tables"] = ["synthetic", "base_policy"]
+    config["simulate"]["tables"] = ["synthetic"]  # which refuses base_policy without training
+    config["dapo_consistency"]["table"] = "synthetic"
+    for off in ({"dials": {}}, {"train": {**config["train"], "steps": 0}}):
+        quiet = {**config, **off}  # no arm trains: the analysis half alone, no base policy
+        plan = build_plan(quiet, ROOT, tmp_path)
+        assert plan.length_bias_tables == ["synthetic"] and "base_policy" not in plan.tables

@@ -285,9 +285,29 @@ def test_stage_with_missing_params_names_them_in_one_line(tmp_path, capsys):
     args = ["stage", "theory_tables", "--params", str(params), "--output", f"grid={tmp_path}/g"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("grpo-dial: error: stage theory_tables: missing params ")
-    assert "\n" not in err
-    assert "fidelities, p_grid_points, silent_deltas;" in err and "group_sizes" not in err
+    assert err == (  # not `code`: the rerun trigger run_rule drops never reaches a stage
+        "grpo-dial: error: stage theory_tables: missing params fidelities, p_grid_points, "
+        "silent_deltas; give them in the --params file (the rule's params: in workflow/rules)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("pass_rates: [0.1]\n\tgroup_sizes: [4]\n", "not valid YAML: while scanning"),
+        ("pass_rates: [0.1]\npass_rates: [0.2]\n", "key 'pass_rates' is given twice"),
+        ("pass_rates: !!python/object:os.system {}\n",
+         "the tag 'tag:yaml.org,2002:python/object:os.system' is not"),
+    ],
+)
+def test_a_stage_params_file_is_read_as_config_files_are(tmp_path, capsys, text, fragment):
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    args = ["stage", "theory_tables", "--params", str(params), "--output", f"grid={tmp_path}/g"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"grpo-dial: error: config error in {params}") and "\n" not in err
+    assert fragment in err, err
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import yaml
 from conftest import REPO
 from test_gpu_workflow import dry_run, job_resources
 
-TRL_ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence")  # grpo_adaptive: own
+TRL_ARMS = ("grpo", "dr_grpo", "dapo", "std_constant", "nostd_sequence")  # grpo_adaptive: off
 
 
 def notes(result) -> dict[str, str]:
@@ -52,15 +52,17 @@ def test_the_shipped_deepspeed_configs_are_zero_2_and_3(stage):
 
 
 @pytest.mark.workflow
-def test_the_trl_overlay_puts_every_default_arm_on_trl_but_the_one_it_cannot_express():
+def test_the_trl_overlay_puts_every_default_arm_on_trl_but_the_one_it_cannot_compare():
     """config/trl.yaml restates each arm of the embedded default in TRL's conventions; the arm
-    TRL cannot express (adaptive group sizes) stays on the own trainer, by name."""
+    TRL cannot express (adaptive group sizes) is switched off, since its uniform twin (grpo on
+    TRL, std_ddof 1) would differ from it: nothing is trained for a comparison then dropped."""
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["dials"]
     overlay = yaml.safe_load((REPO / "config" / "trl.yaml").read_text())["dials"]
     assert sorted(overlay) == sorted(default)
+    assert overlay["grpo_adaptive"] is None
     result = dry_run("--configfile", "config/config.yaml", "config/trl.yaml")
     lines = notes(result)
     assert sorted(lines) == sorted(TRL_ARMS)
     assert all(line.endswith("seeds 0, 1: TRL GRPOTrainer on the CPU, in process")
                for line in lines.values())  # fmt: skip
-    assert overlay["grpo_adaptive"]["backend"] == "own"
+    assert "no uniform twin" not in result.stderr and "grpo_adaptive" not in result.stdout

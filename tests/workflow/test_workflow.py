@@ -174,6 +174,12 @@ def test_default_dry_run_lists_every_analysis_job():
         ({"dials": {"grpo\n": {}}}, "config error at 'dials': the name 'grpo\\n' holds a control"),
         ({"runs": {1: {"format": "trl", "path": "x"}}}, "config error at 'runs': the name 1 is"),
         (
+            {"runs": {"r": {"format": "generic", "path": "x", "columns": {"step": "s"}}}},
+            "config error at 'runs.r.columns': must map step, prompt, response and reward or",
+        ),
+        ({"results_dir": "out\n"}, "config error at 'results_dir': 'out\\n' holds a control"),
+        ({"task": {"name": "t" * 10**5}}, "unknown task '" + "t" * 199 + "... (100003 characters)"),
+        (
             {"dials": {"a": {"group_size": "adaptive", "allocation": {"g_min": 1, "g_max": 1}}}},
             "config error at 'dials.a.allocation.g_max': 1 gives arm 'a' (group_size: adaptive)",
         ),
@@ -251,6 +257,7 @@ def test_bad_config_fails_before_any_job_with_one_line(tmp_path, patch, fragment
             + "train: {steps: 1}\n",
             "YAML aliases (*name); a config file may use at most 100",
         ),
+        ("model: {device: '" + "z" * 2**20 + "'}\n", "a config file may be at most 1048576 bytes"),
     ],
 )
 def test_duplicate_keys_in_a_config_file_fail_in_one_line_naming_it(tmp_path, text, fragment):
@@ -262,6 +269,20 @@ def test_duplicate_keys_in_a_config_file_fail_in_one_line_naming_it(tmp_path, te
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in output
     assert any(fragment in x and str(overlay) in x for x in output.splitlines()), output[-2000:]
+
+
+def test_a_merge_key_in_an_overlay_reaches_the_plan(tmp_path):
+    """Snakemake's own loader and the DAG build's both read `<<: *grpo` as safe_load does."""
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(
+        "dials:\n  grpo: &grpo {preset: grpo, std_ddof: 1}\n"
+        "  grpo_token: {<<: *grpo, length_norm: token}\n"
+    )
+    config = tiny_config(tmp_path / "results")
+    result = snakemake(tmp_path, config, "-n", "--configfile", str(tmp_path / "config.yaml"),
+                       str(overlay))  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+    assert "dial=grpo_token" in result.stdout or "grpo_token/seed0" in result.stdout
 
 
 def test_results_dir_that_is_a_file_or_starts_with_a_tilde(tmp_path, monkeypatch):

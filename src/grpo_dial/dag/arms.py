@@ -39,6 +39,13 @@ def resolve_arms(config: Mapping) -> dict[str, Arm]:
                 "an arm's name is 1 to 64 letters, digits, '_' or '-' (it names folders and "
                 "table rows)",
             )
+        own = spec.get("allocation")
+        if own is not None and not isinstance(own, Mapping):
+            fail(
+                f"dials.{name}.allocation",
+                f"{own!r} is not a mapping; give overrides of train.allocation, e.g. "
+                "{g_max: 16}",
+            )
         try:
             arms[name] = read_arm(
                 spec,

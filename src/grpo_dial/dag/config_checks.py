@@ -21,8 +21,9 @@ own check, with the one schema it read).
   false with NaN, so it would reach a job;
 - a file with more than MAX_ALIASES YAML aliases (an alias bomb: a few hundred bytes that expand
   exponentially when the config is walked), refused before anything walks it; a file over
-  MAX_FILE_BYTES, refused before it is parsed. YAML merge keys (`<<: *base`) are read as
-  yaml.safe_load reads them: the keys a mapping gives override the merged ones;
+  MAX_FILE_BYTES, refused before it is parsed; a file that is not UTF-8 text. YAML merge keys
+  (`<<: *base`) are read as yaml.safe_load reads them: the keys a mapping gives override the
+  merged ones;
 - a name of `dials`, `passrate_tables`, `runs` or `public_data` that is not text (`1:`, `true:`)
   or holds a control character (a trailing newline included): names become folders and rows;
 - `dials: {name: null}` (null switches an arm off) where no config file, nor the schema's
@@ -41,10 +42,11 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from grpo_dial.dag import SHOWN_CHARS, cut
+
 SEED_MAX = 2**32 - 1
 MAX_ALIASES = 100
-MAX_FILE_BYTES = 4 * 2**20  # a config file is a few kB; a larger one is not read
-SHOWN_CHARS = 200  # the most characters of a value one error line echoes
+MAX_FILE_BYTES = 2**20  # 1 MiB: a config file is a few kB; a larger one is not parsed
 NAMED_SECTIONS = ("dials", "passrate_tables", "runs", "public_data")  # name -> entry
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _SCIENTIFIC = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")  # YAML 1.1 floats need a dot
@@ -57,11 +59,6 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text)} characters)"
-
-
-def cut(text: str) -> str:
-    """`text`, cut to SHOWN_CHARS characters with an ellipsis and its full length."""
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def _where(path: tuple) -> str:
@@ -113,9 +110,14 @@ def _read_file(path: str | Path) -> tuple[str | None, object]:
                 f"config error in {path}: the file is {size} bytes; a config file may be at most "
                 f"{MAX_FILE_BYTES} bytes (keep data in files the config names)"
             ), None
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")  # as Snakemake reads it
     except OSError as err:
         return f"config error: cannot read config file {path}: {err.strerror}", None
+    except UnicodeDecodeError as err:
+        return (
+            f"config error in {path}: not UTF-8 text (byte {err.object[err.start]:#04x} at "
+            f"offset {err.start}); save the file as UTF-8"
+        ), None
     try:
         events = yaml.parse(text, Loader=yaml.SafeLoader)
         aliases = sum(isinstance(event, yaml.AliasEvent) for event in events)
@@ -132,8 +134,10 @@ def _read_file(path: str | Path) -> tuple[str | None, object]:
         found = re.search(r"tag '([^']+)'", tag)
         mark = err.problem_mark
         at = f" (line {mark.line + 1})" if mark is not None else ""
+        if found is None:  # not a tag: a merge key (<<) given something other than mappings
+            return f"config error in {path}{at}: {cut(tag)}", None
         return (
-            f"config error in {path}{at}: the tag {found.group(1) if found else tag!r} is not "
+            f"config error in {path}{at}: the tag {found.group(1)!r} is not "
             f"allowed; config files are read with a safe loader (plain values only)"
         ), None
     except yaml.YAMLError as err:

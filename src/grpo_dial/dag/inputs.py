@@ -20,6 +20,16 @@ from grpo_dial.data.sources import hub_offline, is_hub_id, missing_path
 POLICY_TABLE = "base_policy"  # the base policy's own pass rates (rule estimate_pass_rates)
 
 
+def path_is(path: object, kind: str) -> bool:
+    """Whether `path` is a file ("file"), a directory ("dir") or either ("exists"); False, not an
+    OSError, where the system cannot look the path up (a name too long for it)."""
+    try:
+        found = Path(path)
+        return {"file": found.is_file, "dir": found.is_dir, "exists": found.exists}[kind]()
+    except (OSError, ValueError):
+        return False
+
+
 def note(message: str) -> None:
     """A line for the user on stderr (a skipped optional input, a cache-only hub read)."""
     print(f"grpo-dial: {message}", file=sys.stderr)
@@ -54,8 +64,16 @@ class Inputs:
 
     def _output_dir(self, key: str, repo: Path, workdir: Path) -> str:
         """results_dir / resources_dir: a folder of its own, never the repository or above it;
-        `~` expanded here, since Snakemake would make a folder named `~`."""
-        if (problem := unsafe_output_dir(self.config[key], repo, workdir)) is not None:
+        `~` expanded here, since Snakemake would make a folder named `~`; no control character
+        (a trailing newline would name a folder of its own)."""
+        value = self.config[key]
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            fail(key, f"{value!r} holds a control character; give a plain folder name")
+        try:
+            problem = unsafe_output_dir(value, repo, workdir)
+        except OSError as error:  # a name too long for the file system
+            problem = f"{value!r} cannot be a folder: {error.strerror}"
+        if problem is not None:
             fail(key, problem)
         return os.path.expanduser(self.config[key])
 
@@ -94,7 +112,7 @@ class Inputs:
                 # directory: a moved checkout (its mirror beside it) reruns nothing
                 return os.path.relpath(path, self.workdir.resolve())
             return str(path)
-        if Path(ref).exists():
+        if path_is(ref, "exists"):
             return ref
         if optional:
             note(f"skipping {ref}: not found (optional)")
@@ -144,7 +162,7 @@ class Inputs:
 
     def local_dir(self, path: str | None, where: str, what: str) -> None:
         """A directory read locally (a tokenizer), never looked up on the hub."""
-        if path is not None and not Path(path).is_dir():
+        if path is not None and not path_is(path, "dir"):
             fail(where, missing_path(path, what, None))
 
 

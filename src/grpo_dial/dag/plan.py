@@ -20,7 +20,14 @@ from grpo_dial.core.dial import Arm
 from grpo_dial.dag import ConfigError, fail
 from grpo_dial.dag import arms as arm_checks
 from grpo_dial.dag.config_checks import config_problems
-from grpo_dial.dag.inputs import POLICY_TABLE, Inputs, check_strata, task, task_inputs
+from grpo_dial.dag.inputs import (
+    POLICY_TABLE,
+    Inputs,
+    check_strata,
+    path_is,
+    task,
+    task_inputs,
+)
 from grpo_dial.dag.schema import config_error, read_schema
 from grpo_dial.data.sources import hub_model_id, missing_path
 
@@ -80,11 +87,24 @@ def _check_tables(config: Mapping, policy_enabled: bool) -> None:
                     + f"; defined: {defined}"
                     + (f" and {POLICY_TABLE}" if key == "length_bias.tables" else "")
                 )
+    _check_difficulty_allocation(config["difficulty"]["allocation"])
     lb = config["length_bias"]
     if lb["n_prompts"] % lb["groups_per_batch"]:
         raise ConfigError(
             "config error: length_bias.n_prompts must be a multiple of length_bias.groups_per_batch"
         )
+
+
+def _check_difficulty_allocation(allocation: Mapping) -> None:
+    """The difficulty study's allocation bounds: g_max below g_min stops its job, and a g_max or
+    per_prompt_budget of 1 gives groups of one response (no spread: every advantage is 0)."""
+    where = "difficulty.allocation"
+    if allocation["g_max"] < allocation["g_min"]:
+        fail(f"{where}.g_max", f"{allocation['g_max']} is below g_min {allocation['g_min']}")
+    for key in ("g_max", "per_prompt_budget"):
+        if allocation[key] < 2:
+            fail(f"{where}.{key}", f"{allocation[key]} gives groups of one response: a group of "
+                 "one has no spread, so every advantage is 0; use 2 or more")  # fmt: skip
 
 
 def _check_policy_settings(config: Mapping) -> None:
@@ -111,7 +131,7 @@ def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | 
     base = config["model"]["base"]
     if base in built:
         return built[base]
-    hub, local = hub_model_id(base), Path(base).is_dir()
+    hub, local = hub_model_id(base), path_is(base, "dir")
     if policy_enabled and hub is not None:
         inputs.hub_entry(hub, "model.base")
     elif policy_enabled and not local:
@@ -137,7 +157,7 @@ def _check_trl(config: Mapping, arms: Mapping[str, Arm], workdir: Path) -> None:
             field, text = why
             fail(f"train.trl.{key}" if field == "processes" else f"dials.{name}.bnpo_rows", text)
     path = trl["accelerate_config"]
-    if path is not None and not (Path(workdir) / Path(path).expanduser()).is_file():
+    if path is not None and not path_is(Path(workdir) / Path(path).expanduser(), "file"):
         fail(
             "train.trl.accelerate_config",
             f"{path!r} is not a file (resolved from the working directory {workdir})",
@@ -145,26 +165,56 @@ def _check_trl(config: Mapping, arms: Mapping[str, Arm], workdir: Path) -> None:
 
 
 def _check_runs(config: Mapping) -> None:
-    """Each `runs` spec's column mapping, as import_run would refuse it: a generic run needs
-    `columns`, whose keys are our fields (external.importers.GENERIC_FIELDS); other formats
-    take none."""
-    from grpo_dial.external.importers import GENERIC_FIELDS  # pandas, no torch
+    """Each `runs` spec as external.importers.import_run reads it, before any file: only the
+    keys its format's importer takes (its signature; `optional` is the workflow's); a generic
+    run's `columns` (our fields, GENERIC_FIELDS) mapping step, prompt, response and reward or
+    correct, and agreeing with reward_column / correct_column / correct_from; correct_from not
+    contradicting correct_column; reward_weights one per entry of a list reward_column."""
+    import inspect
 
-    valid = ", ".join(GENERIC_FIELDS)
+    from grpo_dial.external.importers import GENERIC_FIELDS, IMPORTERS  # pandas, no torch
+
     for name, spec in config["runs"].items():
-        columns = spec.get("columns")
-        if spec["format"] != "generic":
-            if columns is not None:
-                fail(f"runs.{name}.columns", f"only format generic takes columns, not "
-                     f"{spec['format']}")  # fmt: skip
-            continue
-        if columns is None:
-            fail(
-                f"runs.{name}",
-                f"format generic needs columns (our field -> the file's column); fields: {valid}",
-            )
-        if unknown := sorted(set(columns) - set(GENERIC_FIELDS)):
-            fail(f"runs.{name}.columns", f"unknown field(s) {unknown}; valid: {valid}")
+        where, fmt = f"runs.{name}", spec["format"]
+        takes = [p for p in list(inspect.signature(IMPORTERS[fmt]).parameters)[1:] if p != "extra"]
+        for key in spec:
+            if key not in ("format", "path", "optional", *takes):
+                fail(f"{where}.{key}", f"format {fmt} does not take {key}; it takes "
+                     f"{', '.join(takes)}")  # fmt: skip
+        correct, source = spec.get("correct_column"), "correct_column"
+        if spec.get("correct_from") not in (None, "reward"):
+            if correct is not None and correct != spec["correct_from"]:
+                fail(f"{where}.correct_from", f"{spec['correct_from']!r} contradicts "
+                     f"correct_column {correct!r}; give one of them")  # fmt: skip
+            correct, source = spec["correct_from"], "correct_from"
+        reward = spec.get("reward_column")
+        if fmt == "generic":
+            _check_columns(where, spec.get("columns"), reward, (correct, source), GENERIC_FIELDS)
+            reward = spec["columns"].get("reward") if reward is None else reward
+        weights = spec.get("reward_weights")
+        if weights is not None and (not isinstance(reward, list) or len(reward) != len(weights)):
+            n = len(weights)
+            fail(f"{where}.reward_weights", f"one weight per reward column: {n} weight(s) "
+                 f"need a reward_column list of {n}, got {reward!r}")  # fmt: skip
+
+
+def _check_columns(where: str, columns, reward, correct: tuple, fields: tuple) -> None:
+    """A generic run's `columns` (our field -> the file's column), as import_generic reads it."""
+    valid = ", ".join(fields)
+    if columns is None:
+        fail(where, f"format generic needs columns (our field -> the file's column); fields: "
+             f"{valid}")  # fmt: skip
+    if unknown := sorted(set(columns) - set(fields), key=str):
+        fail(f"{where}.columns", f"unknown field(s) {unknown}; valid: {valid}")
+    columns = dict(columns)
+    for ours, given, key in (("reward", reward, "reward_column"), ("correct", *correct)):
+        if given is not None and columns.setdefault(ours, given) != given:
+            fail(f"{where}.{key}", f"{given!r} disagrees with columns' {ours}: "
+                 f"{columns[ours]!r}; give one of them")  # fmt: skip
+    needed = [field for field in ("step", "prompt", "response") if field not in columns]
+    if needed or not {"reward", "correct"} & set(columns):
+        fail(f"{where}.columns", "must map step, prompt, response and reward or correct; missing "
+             f"{', '.join(needed) or 'reward/correct'}")  # fmt: skip
 
 
 def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:

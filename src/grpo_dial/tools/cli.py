@@ -83,8 +83,8 @@ def plan(args: argparse.Namespace) -> None:
 
 
 def rule_params(rule: str, rules_dir: Path) -> list[str]:
-    """The names of `rule`'s params: block in the workflow's rule files under `rules_dir`; []
-    when no file defines the rule."""
+    """The names of `rule`'s params: block in the workflow's rule files under `rules_dir` but
+    `code` (the rerun trigger run_rule drops); [] when no file defines the rule."""
     for smk in sorted(rules_dir.glob("*.smk")):
         lines = smk.read_text(encoding="utf-8").splitlines()
         if f"rule {rule}:" not in lines:
@@ -98,6 +98,7 @@ def rule_params(rule: str, rules_dir: Path) -> list[str]:
                 inside = text == "params:"
             elif inside and indent == 8 and (name := re.match(r"(\w+)\s*=", text)):
                 names.append(name.group(1))
+        names = [name for name in names if name != "code"]  # a rerun trigger, never a stage's
         return names
     return []
 
@@ -129,6 +130,10 @@ def stage(args: argparse.Namespace) -> None:
         path = Path(args.params)
         if not path.exists():
             raise ValueError(f"params file not found: {path}")
+        from grpo_dial.dag.config_checks import file_problem  # the config files' own reader
+
+        if (problem := file_problem(path)) is not None:
+            raise ValueError(problem)  # tabs, a duplicate key, a tag, a file too large
         params = yaml.safe_load(path.read_text()) or {}
         if not isinstance(params, dict):
             raise ValueError(f"params file {path} must hold a mapping of names to values")
