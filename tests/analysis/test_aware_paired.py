@@ -28,7 +28,8 @@ def _runs(grpo, dr, ctrl, optimizer="sgd") -> pd.DataFrame:
 
 
 def test_paired_differences_read_seed_by_seed():
-    grpo, dr, ctrl = [1.0, 2.0, 0.5, 1.5, 3.0], [0.2, 0.1, 0.0, -0.1, 0.3], [0.1, 0.0, 0.2, 0.1, None]
+    grpo, dr = [1.0, 2.0, 0.5, 1.5, 3.0], [0.2, 0.1, 0.0, -0.1, 0.3]
+    ctrl = [0.1, 0.0, 0.2, 0.1, None]
     t = paired_table(_runs(grpo, dr, ctrl), "grpo").set_index(["first", "second", "quantity"])
     # grpo - control over the seeds both have (0-3): 0.9, 2.0, 0.3, 1.4
     d = np.array([0.9, 2.0, 0.3, 1.4])

@@ -270,7 +270,8 @@ rule aware_probe:
 
 rule aware_dose:
     """Per seed, and per optimizer, level and arm: measured drift beside the predictions; arms
-    paired by seed and their ratios to the reference with bootstrap intervals."""
+    paired by seed and their ratios to the reference with bootstrap intervals; the wrong mode's
+    stall read against the tail's shape and end state."""
     input:
         cells=expand(
             f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
@@ -278,6 +279,7 @@ rule aware_dose:
         ),
         frozen=AWARE_FROZEN_STEPS,
         base=f"{RESULTS}/aware/base.csv",
+        responses=f"{RESULTS}/aware/base_responses.parquet",
         kernel=f"{RESULTS}/aware/kernel.csv",
         rate=f"{RESULTS}/aware_sweep/rates.csv",
         probe=f"{RESULTS}/aware_sweep/probe.csv",
@@ -288,6 +290,7 @@ rule aware_dose:
         fit=f"{RESULTS}/aware_sweep/fit.csv",
         paired=f"{RESULTS}/aware_sweep/paired.csv",
         ratios=f"{RESULTS}/aware_sweep/ratios.csv",
+        tail_shape=f"{RESULTS}/aware_sweep/tail_shape.csv",
         summary=f"{RESULTS}/aware_sweep/summary.md",
         dose=report(
             f"{RESULTS}/aware_sweep/dose.csv", caption="../report/aware_dose_table.rst",

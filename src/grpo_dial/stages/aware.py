@@ -293,12 +293,14 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     quantity, with predictions and power), aware_sweep/paired.csv and ratios.csv (arms paired
     by seed, ratios to the reference arm) and aware_sweep/truncation.csv; the tail-frozen
     control's cell (input frozen, when planned) as arm FROZEN, trained with the reference arm's
-    dial; summary.md with the one-step probe's tables after the dose's (input probe, when
-    given)."""
+    dial; aware_sweep/tail_shape.csv (the wrong mode's stall read against the base tail's shape
+    and the runs' end state, from input responses); summary.md with the one-step probe's and the
+    tail-shape tables after the dose's (input probe, when given)."""
     from grpo_dial.analysis.aware.dose import FROZEN, dose_fit, dose_table, sweep_runs
     from grpo_dial.analysis.aware.dose_report import dose_markdown, probe_markdown, rate_notes
     from grpo_dial.analysis.aware.paired import paired_table, ratio_table
     from grpo_dial.analysis.aware.seeds import truncation_table
+    from grpo_dial.analysis.aware.tail_shape import mode_tails, shape_markdown, shape_table
 
     paths = [*input["cells"], *([input["frozen"]] if "frozen" in input.keys() else [])]
     cells = pd.concat([read_table(p) for p in paths], ignore_index=True)
@@ -321,6 +323,15 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     for name, table in (("paired", paired), ("ratios", ratios)):
         if name in output.keys():
             write_table(table, output[name])
+    shape_text = ""
+    if "tail_shape" in output.keys():
+        base = read_table(input["base"])
+        tails = mode_tails(read_table(input["responses"]), float(base["core"].iloc[0]))
+        shape = shape_table(runs, paired, tails, base, read_table(input["kernel"]),
+                            params["arms"], params["train"], params["task"].get("options", {}),
+                            float(rates["lr"]), str(rates.get("sgd_weights", "all")))  # fmt: skip
+        write_table(shape, output["tail_shape"])
+        shape_text = shape_markdown(tails, shape)
     write_table(truncation_table(runs, by=("optimizer", "level", "dial")), output["truncation"])
     if "summary" in output.keys():
         seeds = sorted(set(runs["seed"]))
@@ -330,6 +341,8 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         if "probe" in input.keys():
             probe = probe_markdown(read_table(input["probe"]), read_table(input["probe_fit"]))
             text = f"{text}\n{probe}"
+        if shape_text:
+            text = f"{text}\n{shape_text}"
         with open(output["summary"], "w") as f:
             f.write(text)
 

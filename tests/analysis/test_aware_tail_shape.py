@@ -1,0 +1,106 @@
+"""The wrong mode's readings (analysis/aware/tail_shape.py): the base tail per mode by hand, and
+each reading against the closed form's pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_dial.analysis.aware.dose import sgd_prediction
+from grpo_dial.analysis.aware.grid import FROZEN
+from grpo_dial.analysis.aware.tail_shape import mode_tails, shape_markdown, shape_table
+from grpo_dial.core.dial import arm_fields, read_arm
+from grpo_dial.core.tail_shape import geometric_pmf, tail_push
+
+TRAIN = {"group_size": 8, "prompts_per_step": 16}
+OPTIONS = {"estimate_rate": 0.5}
+
+
+def _responses(wrong, correct) -> pd.DataFrame:
+    rows = [{"prefix": f"{m}12", "redundant": t} for m, ts in (("~", wrong), ("=", correct))
+            for t in ts]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_mode_tails_by_hand():
+    t = mode_tails(_responses([0, 2, 2, 4], [1, 1, 3, 3]), core=5.0).set_index("mode")
+    w = t.loc["wrong"]
+    assert (w["n"], w["mean"], w["p0"], w["var"]) == (4, 2.0, 0.25, 2.0)
+    assert w["p0_geometric"] == pytest.approx(1 / 3) and w["var_geometric"] == 6.0
+    # wrong: P = (1/4, 0, 1/2, 0, 1/4), the distribution core/tail_shape reads (tested there)
+    h, slope = tail_push([0.25, 0.0, 0.5, 0.0, 0.25], 5.0)
+    assert (w["h"], w["slope"]) == (pytest.approx(h), pytest.approx(slope))
+    hg, sg = tail_push(geometric_pmf(2.0, 4000), 5.0)
+    assert (w["h_geometric"], w["slope_geometric"]) == (pytest.approx(hg), pytest.approx(2.0))
+    assert t.loc["correct", "p0"] == 0.0 and t.loc["correct", "mean"] == 2.0
+    with pytest.raises(ValueError, match="no response in mode '='"):
+        mode_tails(_responses([1, 2], []), core=5.0)
+
+
+def _setup(k_ec: float):
+    base = pd.DataFrame([{"core": 5.5, "tail_estimate": 3.0, "tail_compute": 3.0}])
+    kernel = pd.DataFrame([{"k_ee": 0.06, "k_ec": k_ec, "k_cc": 0.07}])
+    arms = {d: arm_fields(read_arm({"preset": d})) for d in ("grpo", "dr_grpo")}
+    lr, n = 2.0, 50.0
+    rows = []
+    for lev, a in (("a0", 0.0), ("a80", 0.8)):
+        step = sgd_prediction(read_arm({"preset": "grpo"}).dial, base, kernel, lev, OPTIONS, TRAIN)
+        for seed in range(3):
+            for d in ("grpo", "dr_grpo"):
+                rows.append({"optimizer": "sgd", "level": lev, "a": a, "dial": d, "seed": seed,
+                             "pred_theta_wrong": step["step_wrong"] * lr * n,
+                             "d_wrong_tokens": 0.0, "d_correct_tokens": 0.0})  # fmt: skip
+    runs = pd.DataFrame(rows)
+    paired = pd.DataFrame([{"optimizer": "sgd", "level": "a80", "first": "grpo",
+                            "second": FROZEN, "quantity": q, "mean": 0.1, "lo": 0.0, "hi": 0.2}
+                           for q in ("d_wrong_tokens", "d_correct_tokens")])  # fmt: skip
+    return runs, paired, base, kernel, arms, lr, n
+
+
+def test_each_reading_against_the_closed_forms_pieces():
+    runs, paired, base, kernel, arms, lr, n = _setup(k_ec=0.0)
+    # a non-geometric base tail of mean 3 in both modes
+    tails = mode_tails(_responses([0, 2, 3, 3, 4, 6], [1, 2, 3, 3, 4, 5]), core=5.5)
+    t = shape_table(runs, paired, tails, base, kernel, arms, TRAIN, OPTIONS, lr)
+    assert set(t["dial"]) == {"grpo"}  # Dr. GRPO's constant normalizer has no 1/|o| reading
+    r = t.set_index(["level", "mode"])
+    step = sgd_prediction(read_arm({"preset": "grpo"}).dial, base, kernel, "a80", OPTIONS, TRAIN)
+    geo = 3.0 * lr * n * 0.06 * step["u_wrong"]  # K_ec 0: the wrong mode's own push alone
+    assert r.loc[("a80", "wrong"), "geometric"] == pytest.approx(geo)
+    m = tails.set_index("mode").loc["wrong"]
+    shape = (m["h"] / m["h_geometric"]) * (m["slope"] / 3.0)
+    assert r.loc[("a80", "wrong"), "measured_tail"] == pytest.approx(geo * shape)
+    # no drift: the runs end where they start, so the end state is the base's geometric reading
+    assert r.loc[("a80", "wrong"), "end_state"] == pytest.approx(geo)
+    assert r.loc[("a80", "wrong"), "drag"] == 0.0  # K_ec 0
+    assert (r.loc[("a80", "correct"), "measured"], r.loc[("a80", "correct"), "lo"]) == (0.1, 0.0)
+    assert np.isnan(r.loc[("a0", "wrong"), "measured"])  # no paired row given
+    assert r.loc[("a0", "wrong"), ["geometric", "measured_tail", "end_state"]].tolist() == [0, 0, 0]
+    text = shape_markdown(tails, t)
+    assert "| 0.8 | grpo | wrong | +0.10 [+0.00, +0.20] |" in text
+
+
+def test_the_drag_and_the_end_state_move_as_the_kernel_and_the_tails_say():
+    runs, paired, base, kernel, arms, lr, n = _setup(k_ec=0.012)
+    tails = mode_tails(_responses([1, 2, 3, 3, 4, 5], [1, 2, 3, 3, 4, 5]), core=5.5)
+    runs.loc[runs["dial"] == "grpo", "d_correct_tokens"] = -1.0  # the right mode shrank to 2
+    t = shape_table(runs, paired, tails, base, kernel, arms, TRAIN, OPTIONS, lr)
+    r = t.set_index(["level", "mode"]).loc[("a80", "wrong")]
+    step = sgd_prediction(read_arm({"preset": "grpo"}).dial, base, kernel, "a80", OPTIONS, TRAIN)
+    assert r["drag"] == pytest.approx(3.0 * lr * n * 0.012 * step["u_correct"])
+    assert r["drag"] < 0  # the right mode's shrinking push pulls the wrong mode down
+    end = base.assign(tail_compute=2.0)
+    e = sgd_prediction(read_arm({"preset": "grpo"}).dial, end, kernel, "a80", OPTIONS, TRAIN)
+    want = 3.0 * lr * n * (0.06 * e["u_wrong"] + 0.012 * e["u_correct"])
+    assert r["end_state"] == pytest.approx(want)
+    assert r["end_state"] != pytest.approx(r["geometric"])
+
+
+def test_the_tail_table_prints_each_mode_beside_its_geometric():
+    tails = mode_tails(_responses([0, 2, 2, 4], [1, 1, 3, 3]), core=5.0)
+    text = shape_markdown(tails, pd.DataFrame(columns=["a"])).splitlines()
+    w = tails.set_index("mode").loc["wrong"]
+    row = next(x for x in text if x.startswith("| wrong |"))
+    assert row == (f"| wrong | 4 | 2.00 | 0.250 (0.333) | 2.0 (6.0) | {w['h']:.4f} "
+                   f"({w['h_geometric']:.4f}) | {w['slope']:.2f} (2.00) |")  # fmt: skip
