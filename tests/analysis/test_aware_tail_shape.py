@@ -104,3 +104,69 @@ def test_the_tail_table_prints_each_mode_beside_its_geometric():
     row = next(x for x in text if x.startswith("| wrong |"))
     assert row == (f"| wrong | 4 | 2.00 | 0.250 (0.333) | 2.0 (6.0) | {w['h']:.4f} "
                    f"({w['h_geometric']:.4f}) | {w['slope']:.2f} (2.00) |")  # fmt: skip
+
+
+def test_adams_first_order_move_by_hand():
+    """Two weights, two batches: g = (1, 2) and (3, 0); rms per weight sqrt(5), sqrt(2); with
+    J_~ = (1, 0), J_= = (0, 1) the per-batch moves are -(g / rms): batch 1 (-1/sqrt5, -2/sqrt2),
+    batch 2 (-3/sqrt5, 0); a batch without a gradient is NaN and left out of the rms."""
+    import torch
+
+    from grpo_dial.backends.own_cells import adam_moves
+
+    g = [torch.tensor([1.0, 2.0], dtype=torch.float64), None,
+         torch.tensor([3.0, 0.0], dtype=torch.float64)]  # fmt: skip
+    jw = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    jc = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    out = adam_moves(g, jw, jc)
+    r5, r2 = np.sqrt(5.0), np.sqrt(2.0)
+    assert out["adam_wrong"][0] == pytest.approx(-1 / r5) and np.isnan(out["adam_wrong"][1])
+    assert out["adam_wrong"][2] == pytest.approx(-3 / r5)
+    assert out["adam_correct"] == pytest.approx([-2 / r2, np.nan, 0.0], nan_ok=True)
+    assert out["adam_contrast"][0] == pytest.approx(-1 / r5 + 2 / r2)
+    # the mean over batches is -J . E[g] / rms: Adam's steady step per unit lr
+    assert np.nanmean(out["adam_wrong"]) == pytest.approx(-2 / r5)
+    assert all(np.isnan(adam_moves([None], jw, jc)["adam_contrast"]))
+
+
+def test_adam_first_order_scales_the_probes_move_by_the_runs_updates():
+    from grpo_dial.analysis.aware.dose import adam_first_order
+
+    base = pd.DataFrame([{"tail_estimate": 3.0, "tail_compute": 2.0}])
+    batches = pd.DataFrame({"level": "a80", "dial": "grpo", "adam_wrong": [0.1, 0.3],
+                            "adam_correct": [-0.2, -0.2]})  # fmt: skip
+    runs = pd.DataFrame([
+        {"optimizer": "adamw", "level": "a80", "dial": "grpo", "lr": 0.001, "updates": 50.0},
+        {"optimizer": "sgd", "level": "a80", "dial": "grpo", "lr": 2.0, "updates": 50.0},
+        {"optimizer": "adamw", "level": "a60", "dial": FROZEN, "lr": 0.0, "updates": 50.0},
+        {"optimizer": "adamw", "level": "a20", "dial": "grpo", "lr": 0.001, "updates": 50.0},
+    ])  # fmt: skip
+    out = adam_first_order(runs, batches, base)
+    # lr x updates = 0.05: wrong 0.2 x 0.05 = 0.01 theta, 0.03 tokens; correct -0.01, -0.02
+    assert out.loc[0, "adam1_d_wrong_tokens"] == pytest.approx(0.03)
+    assert out.loc[0, "adam1_d_correct_tokens"] == pytest.approx(-0.02)
+    assert out.loc[0, "adam1_contrast_tokens"] == pytest.approx(0.05)
+    assert np.isnan(out.loc[1, "adam1_contrast_tokens"])  # SGD: not Adam's
+    assert out.loc[2, "adam1_contrast_tokens"] == 0.0  # the control's zero step
+    assert np.isnan(out.loc[3, "adam1_contrast_tokens"])  # a cell the probe did not draw
+
+
+def test_the_dose_table_prints_adams_first_order_prediction_and_its_power():
+    from grpo_dial.analysis.aware.dose import dose_fit, dose_table
+    from grpo_dial.analysis.aware.dose_report import dose_markdown
+
+    rows = [{"optimizer": "adamw", "level": "a80", "a": 0.8, "dial": "grpo", "seed": k,
+             "contrast_tokens": [0.1, 0.3, 0.2, 0.0][k], "d_wrong_tokens": 0.0,
+             "d_correct_tokens": 0.0, "contrast": 0.0, "d_wrong": 0.0, "d_common": 0.0,
+             "takeoff": 0, "awareness": 0.8, "truncation_last": 0.0, "snr_contrast": 3.0,
+             "adam_contrast_tokens": 0.15, "adam1_contrast_tokens": 0.15}
+            for k in range(4)]  # fmt: skip
+    dose = dose_table(pd.DataFrame(rows))
+    r = dose.set_index("quantity").loc["contrast_tokens"]
+    assert r["adam_first_order"] == pytest.approx(0.15)
+    assert r["power_first_order"] == pytest.approx(r["power"])  # the same prediction, same power
+    row = next(x for x in dose_markdown(dose, dose_fit(dose)).splitlines()
+               if x.startswith("| 0.8 | grpo | 4 |")).split(" | ")  # fmt: skip
+    assert row[5] == "3.00 (+0.15; +0.15)"
+    assert row[7] == f"{r['detectable']:.2f} ({100 * r['power_first_order']:.0f} %) |"
+    assert "| SNR (one Adam coordinate; first order) |" in dose_markdown(dose, dose_fit(dose))

@@ -284,6 +284,7 @@ rule aware_dose:
         rate=f"{RESULTS}/aware_sweep/rates.csv",
         probe=f"{RESULTS}/aware_sweep/probe.csv",
         probe_fit=f"{RESULTS}/aware_sweep/probe_fit.csv",
+        probe_batches=f"{RESULTS}/aware_sweep/probe_batches.csv",
     output:
         runs=f"{RESULTS}/aware_sweep/runs.csv",
         truncation=f"{RESULTS}/aware_sweep/truncation.csv",

@@ -86,12 +86,13 @@ def _flat_grad(params):
 
 def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
                   j_wrong, j_correct, also: Mapping | None = None) -> pd.DataFrame:  # fmt: skip
-    """One row per batch (batch, wrong, correct, contrast, grad_norm): `batches` steps of the
-    trainer (train.loop.run_step) at the base policy with SGD at learning rate 0 and no clipping,
-    each batch's gradient projected by `mode_moves` (module docstring); NaN for a non-finite
-    step. also: name -> (J_~, J_=) projected on the same gradients as columns wrong_<name>,
-    correct_<name>, contrast_<name> (with J restricted to the weights a masked SGD step moves,
-    J_masked . g = J . (mask g) is that step's move). Raises if the weights moved."""
+    """One row per batch (batch, wrong, correct, contrast, grad_norm, and Adam's first-order
+    moves adam_*, `adam_moves`): `batches` steps of the trainer (train.loop.run_step) at the base
+    policy with SGD at learning rate 0 and no clipping, each batch's gradient projected by
+    `mode_moves` (module docstring); NaN for a non-finite step. also: name -> (J_~, J_=)
+    projected on the same gradients as columns wrong_<name>, correct_<name>, contrast_<name>
+    (with J restricted to the weights a masked SGD step moves, J_masked . g = J . (mask g) is
+    that step's move). Raises if the weights moved."""
     from dataclasses import replace
 
     import torch
@@ -106,7 +107,7 @@ def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batch
     run = loop.new_run(model, tokenizer, None, problems, heldout, dial, config, None)
     for group in run.optimizer.param_groups:
         group["lr"] = 0.0  # SGD at lr 0: the step leaves every weight and .grad as they are
-    rows = []
+    rows, grads = [], []
     for b in range(batches):
         result = loop.run_step(run, task, dial, config, b + 1)
         g = _flat_grad(params)
@@ -116,7 +117,32 @@ def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batch
             sfx = f"_{name}" if name else ""
             row |= {f"wrong{sfx}": w, f"correct{sfx}": c, f"contrast{sfx}": w - c}
         rows.append(row)
+        grads.append(g)
     after = torch.cat([p.detach().reshape(-1) for p in params])
     if not torch.equal(before, after):
         raise RuntimeError("probe_batches: the weights moved; the probe must stay at the base")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(**adam_moves(grads, j_wrong, j_correct))
+
+
+ADAM_EPS = 1e-8  # torch.optim.AdamW's default eps, the trainer's
+
+
+def adam_moves(grads, j_wrong, j_correct) -> dict[str, list[float]]:
+    """Per batch b, the first-order Adam move per unit lr of each mode's continue logit: Adam's
+    step is about -lr E[g] / (sqrt(E[g^2]) + eps) per weight, so with r = sqrt(mean_b g_b^2) over
+    the batches (weight by weight) the move is the mean over b of -J_m . (g_b / (r + eps));
+    columns adam_wrong, adam_correct, adam_contrast (NaN for a batch without a gradient)."""
+    import torch
+
+    ok = [g for g in grads if g is not None]
+    nan = [math.nan] * len(grads)
+    if not ok:
+        return {"adam_wrong": nan, "adam_correct": nan, "adam_contrast": nan}
+    rms = torch.stack(ok).pow(2).mean(0).sqrt() + ADAM_EPS
+    out = {"adam_wrong": [], "adam_correct": [], "adam_contrast": []}
+    for g in grads:
+        w, c = mode_moves(g / rms, j_wrong, j_correct) if g is not None else (math.nan, math.nan)
+        out["adam_wrong"].append(w)
+        out["adam_correct"].append(c)
+        out["adam_contrast"].append(w - c)
+    return out

@@ -296,7 +296,13 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     dial; aware_sweep/tail_shape.csv (the wrong mode's stall read against the base tail's shape
     and the runs' end state, from input responses); summary.md with the one-step probe's and the
     tail-shape tables after the dose's (input probe, when given)."""
-    from grpo_dial.analysis.aware.dose import FROZEN, dose_fit, dose_table, sweep_runs
+    from grpo_dial.analysis.aware.dose import (
+        FROZEN,
+        adam_first_order,
+        dose_fit,
+        dose_table,
+        sweep_runs,
+    )
     from grpo_dial.analysis.aware.dose_report import dose_markdown, probe_markdown, rate_notes
     from grpo_dial.analysis.aware.paired import paired_table, ratio_table
     from grpo_dial.analysis.aware.seeds import truncation_table
@@ -312,6 +318,13 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         params["task"].get("options", {}), params["window_fraction"],
         sgd_weights=str(rates.get("sgd_weights", "all")),
     )  # fmt: skip
+    if "probe_batches" in input.keys():
+        batches = read_table(input["probe_batches"])
+        if {"adam_wrong", "adam_correct"} <= set(batches.columns):
+            runs = adam_first_order(runs, batches, read_table(input["base"]))
+        else:
+            log.warning("aware_sweep/probe_batches.csv has no adam_* columns (a probe run before "
+                        "they were drawn): no first-order Adam prediction; rerun aware_probe")
     dose = dose_table(runs)
     log.info("dose-response:\n%s", dose.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     write_table(runs, output["runs"])

@@ -230,7 +230,7 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
         ad = 1.0 if opt != "sgd" else np.nan
         rows.append(
             {"optimizer": opt, "level": level, "a": level_awareness(level)[1], "dial": d,
-             "seed": int(seed), "lr": lr, **drift,
+             "seed": int(seed), "lr": lr, "updates": n, **drift,
              "pred_theta_wrong": sg * we, "pred_theta_correct": sg * wc,
              "pred_contrast": sg * (t_e / (1 + t_e) * we - t_c / (1 + t_c) * wc),
              "pred_d_wrong": sg * t_e / (1 + t_e) * we,
@@ -249,13 +249,35 @@ def sweep_runs(cells: pd.DataFrame, base: pd.DataFrame, kernel: pd.DataFrame, sg
     return pd.DataFrame(rows)
 
 
+def adam_first_order(runs: pd.DataFrame, batches: pd.DataFrame, base: pd.DataFrame
+                     ) -> pd.DataFrame:  # fmt: skip
+    """`runs` with Adam's first-order prediction of its AdamW rows (adam1_contrast_tokens,
+    adam1_d_wrong_tokens, adam1_d_correct_tokens; NaN under SGD and for a cell the probe did not
+    draw): each weight steps about -lr E[g] / sqrt(E[g^2]), so over the run's updates mode m's
+    tail moves by updates x lr x the probe's mean adam_m (per step and unit lr, at the base;
+    backends/own_cells.adam_moves), in tokens T_m times that; the control (lr 0) by 0."""
+    t_e, t_c = float(base["tail_estimate"].iloc[0]), float(base["tail_compute"].iloc[0])
+    cols = ["adam_wrong", "adam_correct"]
+    moves = batches.groupby(["level", "dial"], as_index=False)[cols].mean()
+    per_step = runs[["level", "dial"]].merge(moves, how="left", on=["level", "dial"])
+    scale = (runs["lr"] * runs["updates"]).to_numpy(dtype=float)
+    adam = (runs["optimizer"] != "sgd").to_numpy()
+    still = (runs["lr"] == 0).to_numpy()  # the control: a zero step, whatever the probe drew
+    w, c = (np.where(still, 0.0, per_step[m].to_numpy(dtype=float) * scale)
+            for m in ("adam_wrong", "adam_correct"))  # fmt: skip
+    w, c = np.where(adam, w, np.nan), np.where(adam, c, np.nan)
+    return runs.assign(adam1_contrast_tokens=t_e * w - t_c * c, adam1_d_wrong_tokens=t_e * w,
+                       adam1_d_correct_tokens=t_c * c)  # fmt: skip
+
+
 DOSE_QUANTITIES = (
     "contrast_tokens", "d_wrong_tokens", "d_correct_tokens", "contrast", "d_wrong", "d_common",
 )  # fmt: skip
 DOSE_COLUMNS = (
     "optimizer level a dial quantity n_seeds mean lo hi min max net net_lo net_hi "
     "n_pos n_neg sign_p wilcoxon_p wilcoxon_bh n_up n_down takeoff_p "
-    "predicted adam_tabular snr detectable power awareness_measured truncation_last"
+    "predicted adam_tabular adam_first_order snr detectable power power_first_order "
+    "awareness_measured truncation_last"
 ).split()
 POWER = 0.8  # the power at which `detectable` is stated
 
@@ -277,7 +299,9 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     is the same under both) with Welch's interval, NaN for the control and without one;
     detectable: the smallest mean the t test over seeds tells from 0 at POWER (two-sided, at
     1 - level), power: its chance to tell the prediction (SGD: predicted, AdamW: adam_tabular)
-    from 0 (seed_stats.detectable_shift, rejection_power, at the cell's own seed spread)."""
+    from 0 (seed_stats.detectable_shift, rejection_power, at the cell's own seed spread);
+    adam_first_order, power_first_order: Adam's first-order prediction (`adam_first_order`, when
+    `runs` carries it) and the seeds' power against it."""
     rows = []
     control = runs[runs["dial"] == FROZEN]
     for (opt, lev, d), g in runs.groupby(["optimizer", "level", "dial"], sort=False):
@@ -298,6 +322,7 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
             se, df = sample_se(x)
             tested = pred if opt == "sgd" else adam  # the prediction this optimizer's runs test
             expected = float(g[tested].mean()) if tested else float("nan")
+            first = float(g[f"adam1_{q}"].mean()) if f"adam1_{q}" in g else float("nan")
             rows.append(
                 {"optimizer": opt, "level": lev, "a": float(g["a"].iloc[0]), "dial": d,
                  "quantity": q, "n_seeds": len(g), "mean": s.mean, "lo": s.lo, "hi": s.hi,
@@ -308,6 +333,8 @@ def dose_table(runs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
                  "snr": float(g[_snr_column(q)].mean()) if _snr_column(q) in g else np.nan,
                  "detectable": detectable_shift(se, df, level, POWER),
                  "power": rejection_power(expected, se, df, level),
+                 "adam_first_order": first,
+                 "power_first_order": rejection_power(first, se, df, level),
                  "awareness_measured": float(g["awareness"].mean()),
                  "truncation_last": float(g["truncation_last"].max())}
             )  # fmt: skip
@@ -351,6 +378,6 @@ def dose_fit(dose: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = [
     "BLIND_LEVEL", "FROZEN", "FROZEN_CELL", "LEVELS", "REFERENCE_LEVEL", "SGD_TARGET",
-    "dose_fit", "dose_table", "kernel_of", "level_awareness", "push_snr", "sgd_prediction",
-    "sgd_rate", "sweep_runs",
+    "adam_first_order", "dose_fit", "dose_table", "kernel_of", "level_awareness", "push_snr",
+    "sgd_prediction", "sgd_rate", "sweep_runs",
 ]  # fmt: skip

@@ -33,11 +33,19 @@ def _net(row) -> str:
     return f"{row['net']:+.2f} [{row['net_lo']:+.2f}, {row['net_hi']:+.2f}]"
 
 
+def _first_order(row) -> float:
+    """Adam's first-order prediction of the cell (NaN where the table has none)."""
+    return float(row.get("adam_first_order", float("nan")))
+
+
 def _predicted(row, optimizer: str) -> str:
-    """The prediction beside a measured cell: the SGD closed form, or Adam's SNR (and drift)."""
+    """The prediction beside a measured cell: the SGD closed form, or Adam's SNR with one Adam
+    coordinate's drift and, where drawn, Adam's first-order prediction."""
     if optimizer == "sgd":
         return f"{row['predicted']:+.2f}"
-    return f"{row['snr']:.2f} ({row['adam_tabular']:+.2f})"
+    first = _first_order(row)
+    tail = "" if np.isnan(first) else f"; {first:+.2f}"
+    return f"{row['snr']:.2f} ({row['adam_tabular']:+.2f}{tail})"
 
 
 def _signed(x) -> str:
@@ -128,10 +136,13 @@ def _power(row, optimizer: str) -> str:
     prediction (none where it is 0); n/a below three seeds."""
     if pd.isna(row.get("detectable", float("nan"))):
         return "n/a"
-    expected = row["predicted"] if optimizer == "sgd" else row["adam_tabular"]
+    first = optimizer != "sgd" and not np.isnan(_first_order(row))
+    expected = (row["predicted"] if optimizer == "sgd"
+                else row["adam_first_order"] if first else row["adam_tabular"])  # fmt: skip
     if pd.isna(expected) or expected == 0:
         return f"{row['detectable']:.2f}"
-    return f"{row['detectable']:.2f} ({100 * row['power']:.0f} %)"
+    power = row["power_first_order"] if first else row["power"]
+    return f"{row['detectable']:.2f} ({100 * power:.0f} %)"
 
 
 def _contrast_table(g: pd.DataFrame, by: pd.DataFrame, opt: str, pred: str) -> list[str]:
@@ -250,7 +261,9 @@ def dose_markdown(dose: pd.DataFrame, fit: pd.DataFrame, source: str = "",
         lines += [f"From {source}.", ""]
     by = dose.set_index(["optimizer", "level", "dial", "quantity"])
     for opt, g in dose.groupby("optimizer", sort=False):
-        pred = "SGD closed form" if opt == "sgd" else "SNR (one Adam coordinate)"
+        drawn = "adam_first_order" in g and g["adam_first_order"].notna().any()
+        pred = ("SGD closed form" if opt == "sgd" else "SNR (one Adam coordinate; first order)"
+                if drawn else "SNR (one Adam coordinate)")  # fmt: skip
         note = (notes or {}).get(opt)
         lines += [f"## {opt}", "", *([note, ""] if note else [])]
         lines += [*_contrast_table(g, by, opt, pred), "", *_modes_table(g, by, opt, pred), ""]
