@@ -208,10 +208,36 @@ def test_smoke_config_through_sbatch_every_job_completes_with_the_local_tables(c
     assert_same_tables(tables(smoke_runs["local"]), tables(root / "slurm"))
 
 
+def freeze_at_first_checkpoint(proc, ckpt: Path, dial: str, seed: int) -> tuple[str, str] | None:
+    """Wait for the running SLURM job of `train` (dial, seed) to write its first checkpoint and
+    freeze it there at once (SIGSTOP to each of its processes: steps are ~0.5 s apart in the
+    smoke config, faster than a query could catch); SLURM's SIGCONT, SIGTERM and SIGKILL end it.
+    Returns (job id, node), or None when Snakemake ended or 30 minutes passed first."""
+    found, pids, polled, deadline = None, [], 0.0, time.time() + 1800
+    while proc.poll() is None and time.time() < deadline:
+        # the job and its processes, until the training script is among them (the queries are
+        # slow on a loaded machine; the file check below must not wait on them)
+        if not any(stage_script(pid) for pid in pids) and time.time() - polled > 0.2:
+            polled = time.time()
+            if (found := running_train_job(dial, seed)) is not None:
+                pids = job_pids(found[0])
+        if found is not None and pids and (ckpt / FILENAME).exists():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            for pid in set(job_pids(found[0])) - set(pids):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            return found
+        time.sleep(0.002)
+    return None
+
+
 def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, local: Path) -> str:
-    """Rerun the finished `train` job TRAIN of a run through sbatch, scancel it once its first
-    checkpoint is written, and check that the retry resumed it to the same tables and weights
-    (and the same tables as the local run under `local`). Returns a one-line note."""
+    """Rerun the finished `train` job TRAIN of a run through sbatch, freeze it at its first
+    checkpoint and scancel it, and check that the retry resumed it, before its last step, to the
+    same tables and weights (and the same tables as the local run under `local`), leaving no
+    Snakemake of either job. Returns a one-line note."""
     dial, seed = TRAIN
     run_dir = results / "train" / dial / f"seed{seed}"
     ckpt = results / "checkpoints" / dial / f"seed{seed}"
@@ -225,17 +251,10 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
                      "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
                      popen=True)  # targets first: --config takes every word after it  # fmt: skip
-    cancelled, deadline = None, time.time() + 1800
-    while cancelled is None and proc.poll() is None and time.time() < deadline:
-        if (ckpt / FILENAME).exists():
-            out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"],
-                                 capture_output=True, text=True).stdout  # fmt: skip
-            for line in out.splitlines():
-                job, _, comment = line.partition("|")
-                if comment.startswith("rule_train"):
-                    subprocess.run(["scancel", job], check=True)
-                    cancelled = job
-        time.sleep(0.05)
+    frozen = freeze_at_first_checkpoint(proc, ckpt, dial, seed)
+    cancelled = None if frozen is None else frozen[0]
+    if cancelled is not None:
+        subprocess.run(["scancel", cancelled], check=True)
     output, _ = proc.communicate(timeout=1800)
     seconds = time.perf_counter() - start
     assert cancelled is not None, "train finished before a checkpoint was seen\n" + output[-3000:]
@@ -250,7 +269,7 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     text = log.read_text()
     assert text.count(ATTEMPT_MARKER) == 2, text[-3000:]
     resumed = re.search(r"resuming from .* after step (\d+) of (\d+)", text)
-    assert resumed and int(resumed.group(1)) >= 1, text[-3000:]
+    assert resumed and 1 <= int(resumed.group(1)) < int(resumed.group(2)), text[-3000:]
     assert_same_tables(reference, tables(run_dir))
     assert_same_tables(tables(local / "train" / dial / f"seed{seed}"), tables(run_dir))
     assert (run_dir / "final" / "model.safetensors").read_bytes() == weights
@@ -364,31 +383,14 @@ def fail_node_and_resume(results: Path, profile: Path, accounting: bool | None,
     marker = f"train:dial={dial},seed={seed}"  # in its job steps' --target-jobs
     start = time.perf_counter()
     reference, weights, log, ckpt, proc = rerun_train(results, profile, dial, seed)
-    failed, node, found, pids, polled = None, None, None, [], 0.0
-    deadline = time.time() + 1800
+    failed, node = None, None
     try:
-        while failed is None and proc.poll() is None and time.time() < deadline:
-            # the job and its processes, until the training script is among them (the queries
-            # are slow on a loaded machine; the file check below must not wait on them)
-            if not any(stage_script(pid) for pid in pids) and time.time() - polled > 0.2:
-                polled = time.time()
-                if (found := running_train_job(dial, seed)) is not None:
-                    pids = job_pids(found[0])
-            if found is not None and pids and (ckpt / FILENAME).exists():
-                # the first checkpoint: freeze the job at once (steps are ~0.5 s apart here),
-                # as a dead node would, then take the node down
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGSTOP)
-                for pid in set(job_pids(found[0])) - set(pids):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGSTOP)
-                failed, node = found
-                first_run = job_steps_left(marker)  # the batch step's and the srun step's
-                subprocess.run(["scontrol", "update", f"nodename={node}", "state=down",
-                                "reason=grpo-dial node failure test"], check=True)  # fmt: skip
-                down_at = time.perf_counter()
-            time.sleep(0.002)
+        if (frozen := freeze_at_first_checkpoint(proc, ckpt, dial, seed)) is not None:
+            failed, node = frozen
+            first_run = job_steps_left(marker)  # the batch step's and the srun step's
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down",
+                            "reason=grpo-dial node failure test"], check=True)  # fmt: skip
+            down_at = time.perf_counter()
         assert failed is not None, "train finished before a checkpoint was seen"
         # the test cluster's slurmd answers at once, so ReturnToService=2 may have brought the
         # node back already; a real one comes back when an admin resumes it
