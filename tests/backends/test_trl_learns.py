@@ -1,10 +1,12 @@
 """A trl-backend run that learns: TRL's GRPOTrainer on the fake task, whose untrained tiny policy
 already answers some prompts right and some wrong (mixed groups), with updates_per_batch 2.
 
-It checks what the smoke chain's silent runs cannot: non-zero gradient norms, identity rows at
-the steps with an informative group, finite correct-side lengths and decomposition terms; and
-that updates_per_batch 2 draws `steps` batches (TRL's max_steps counts optimizer steps), each
-the own trainer's step in every table, checkpoint and callback."""
+It checks what the smoke chain's silent runs cannot: the weights move, and the held-out accuracy
+(64 samples on each of 16 prompts the run never trains on) rises beyond its seed noise, measured
+with the same 5 sampling seeds on the base and the trained policy; non-zero gradient norms,
+identity rows at the steps with an informative group, finite correct-side lengths and
+decomposition terms; and that updates_per_batch 2 draws `steps` batches (TRL's max_steps counts
+optimizer steps), each the own trainer's step in every table, checkpoint and callback."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from _rl_fixtures import FakeTask, one_thread, save_tiny  # noqa: F401 (autouse)
 
 from grpo_dial.analysis.training.decompose import decompose
@@ -36,10 +39,45 @@ def run(tmp_path_factory):
     save_tiny(root / "base")
     saved = []
     outputs = {n: root / f"{n}.parquet" for n in TABLES}
-    trl_train(root / "base", FakeTask(), dial_from_config(DIAL), CONFIG, outputs, root / "ckpt",
+    with_model = {**outputs, "model": root / "final"}
+    trl_train(root / "base", FakeTask(), dial_from_config(DIAL), CONFIG, with_model, root / "ckpt",
               callback=saved.append)  # fmt: skip
     tables = {n: pd.read_parquet(p) for n, p in outputs.items()}
     return root, tables, saved
+
+
+def heldout_accuracy(model_dir, seed: int) -> float:
+    """Accuracy of 64 sampled responses (temperature 1, the run's max_new_tokens) on each of 16
+    held-out prompts of the fake task (split 'measure', not the run's pool or held-out set)."""
+    from grpo_dial.policy.model import load_policy
+    from grpo_dial.policy.rollout import generate_groups
+
+    task = FakeTask()
+    problems = task.problems("measure", 16, 0)
+    model, tokenizer = load_policy(str(model_dir), "cpu", "float32")
+    rollouts = generate_groups(model.eval(), tokenizer, problems, 64, CONFIG.max_new_tokens, 1.0,
+                               torch.Generator().manual_seed(seed))  # fmt: skip
+    triples = zip(rollouts.problems, rollouts.texts, rollouts.finished.tolist(), strict=True)
+    verdicts = [task.verify(p, t, f).correct for p, t, f in triples]
+    return float(np.mean(verdicts))
+
+
+def test_the_weights_move_and_heldout_accuracy_rises_beyond_its_seed_noise(run):
+    """lr 0 (or an update that never reaches the weights) fails both: the weights equal the
+    base's and each seed's accuracy is the base's."""
+    from safetensors.torch import load_file
+
+    root, _, _ = run
+    base, final = load_file(root / "base" / "model.safetensors"), load_file(
+        root / "final" / "model.safetensors")  # fmt: skip
+    assert base.keys() == final.keys()
+    assert max(float((final[n] - base[n]).abs().max()) for n in base) > 1e-3
+    seeds = range(5)
+    before = np.array([heldout_accuracy(root / "base", s) for s in seeds])
+    after = np.array([heldout_accuracy(root / "final", s) for s in seeds])
+    noise = before.std(ddof=1)  # the measure's spread over sampling seeds, at the base
+    assert 0.1 < before.mean() < 0.9  # the base is mixed: neither side saturated
+    assert (after - before).min() > 3 * noise, (before, after)  # every seed, paired
 
 
 def test_updates_per_batch_2_draws_steps_batches_numbered_as_the_own_trainer(run):

@@ -3,10 +3,13 @@
 `accelerate launch --multi_gpu --num_processes 2` on the CPU (TRL's use_cpu: torch.distributed
 over gloo, no GPU) against plain `python`, both running tests/backends/trl_processes.py: one
 optimizer step of the translated DAPO dial (grpo_config_kwargs with processes = WORLD_SIZE), the
-same 16 completions (a fixed function of the prompt, not sampled), SGD so the update is lr x the
-gradient. Equal: the global token count `num_items_in_batch`, DAPO's normalizer (each process
-divides its token sum by num_items_in_batch / 2 and DDP averages: the token mean over the
-whole batch), the mean loss and the first update to float tolerance.
+same 16 completions (a fixed function of the prompt, not sampled; every group mixed, so both
+ranks' shares are informative), SGD so the update is lr x the gradient. Each rank's loss and
+own gradient are non-zero (a silent rank fails here); the gradient DDP stepped on is the mean
+of the ranks' own gradients and the one process's. Equal: the global token count
+`num_items_in_batch`, DAPO's normalizer (each process divides its token sum by
+num_items_in_batch / 2 and DDP averages: the token mean over the whole batch), the mean loss
+and the first update to float tolerance.
 
 Second case, `accelerate launch --use_fsdp --fsdp_version 2`: accelerate 1.16 has no FSDP on the
 CPU (docs/backends.md). A CPU rank gets DistributedType.MULTI_CPU (accelerate/state.py:769) and

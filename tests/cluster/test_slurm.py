@@ -12,10 +12,12 @@ $GRPO_SLURM_STATE/e2e-note.txt (CI prints it).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +41,7 @@ PROFILE = REPO / "workflow" / "profiles" / "slurm_small"
 SKIP_DIRS = {"logs", "benchmarks", "checkpoints"}  # per-run records, not results
 TIMING = {"wall_seconds", "seconds"}  # pure timing columns (train steps, warm-start loss)
 TRAIN = ("grpo", 0)  # the training job the preemption test cancels
+NODE_FAIL_TRAIN = ("dr_grpo", 0)  # the training job whose node the node-failure test takes down
 PROFILE_CPUS = {  # cpus_per_task (= threads) by rule under slurm_small
     rule: spec.get("cpus_per_task", 1)
     for rule, spec in yaml.safe_load((PROFILE / "config.yaml").read_text())["set-resources"].items()
@@ -205,10 +208,36 @@ def test_smoke_config_through_sbatch_every_job_completes_with_the_local_tables(c
     assert_same_tables(tables(smoke_runs["local"]), tables(root / "slurm"))
 
 
+def freeze_at_first_checkpoint(proc, ckpt: Path, dial: str, seed: int) -> tuple[str, str] | None:
+    """Wait for the running SLURM job of `train` (dial, seed) to write its first checkpoint and
+    freeze it there at once (SIGSTOP to each of its processes: steps are ~0.5 s apart in the
+    smoke config, faster than a query could catch); SLURM's SIGCONT, SIGTERM and SIGKILL end it.
+    Returns (job id, node), or None when Snakemake ended or 30 minutes passed first."""
+    found, pids, polled, deadline = None, [], 0.0, time.time() + 1800
+    while proc.poll() is None and time.time() < deadline:
+        # the job and its processes, until the training script is among them (the queries are
+        # slow on a loaded machine; the file check below must not wait on them)
+        if not any(stage_script(pid) for pid in pids) and time.time() - polled > 0.2:
+            polled = time.time()
+            if (found := running_train_job(dial, seed)) is not None:
+                pids = job_pids(found[0])
+        if found is not None and pids and (ckpt / FILENAME).exists():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            for pid in set(job_pids(found[0])) - set(pids):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            return found
+        time.sleep(0.002)
+    return None
+
+
 def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, local: Path) -> str:
-    """Rerun the finished `train` job TRAIN of a run through sbatch, scancel it once its first
-    checkpoint is written, and check that the retry resumed it to the same tables and weights
-    (and the same tables as the local run under `local`). Returns a one-line note."""
+    """Rerun the finished `train` job TRAIN of a run through sbatch, freeze it at its first
+    checkpoint and scancel it, and check that the retry resumed it, before its last step, to the
+    same tables and weights (and the same tables as the local run under `local`), leaving no
+    Snakemake of either job. Returns a one-line note."""
     dial, seed = TRAIN
     run_dir = results / "train" / dial / f"seed{seed}"
     ckpt = results / "checkpoints" / dial / f"seed{seed}"
@@ -222,17 +251,10 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
                      "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
                      popen=True)  # targets first: --config takes every word after it  # fmt: skip
-    cancelled, deadline = None, time.time() + 1800
-    while cancelled is None and proc.poll() is None and time.time() < deadline:
-        if (ckpt / FILENAME).exists():
-            out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"],
-                                 capture_output=True, text=True).stdout  # fmt: skip
-            for line in out.splitlines():
-                job, _, comment = line.partition("|")
-                if comment.startswith("rule_train"):
-                    subprocess.run(["scancel", job], check=True)
-                    cancelled = job
-        time.sleep(0.05)
+    frozen = freeze_at_first_checkpoint(proc, ckpt, dial, seed)
+    cancelled = None if frozen is None else frozen[0]
+    if cancelled is not None:
+        subprocess.run(["scancel", cancelled], check=True)
     output, _ = proc.communicate(timeout=1800)
     seconds = time.perf_counter() - start
     assert cancelled is not None, "train finished before a checkpoint was seen\n" + output[-3000:]
@@ -247,10 +269,12 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     text = log.read_text()
     assert text.count(ATTEMPT_MARKER) == 2, text[-3000:]
     resumed = re.search(r"resuming from .* after step (\d+) of (\d+)", text)
-    assert resumed and int(resumed.group(1)) >= 1, text[-3000:]
+    assert resumed and 1 <= int(resumed.group(1)) < int(resumed.group(2)), text[-3000:]
     assert_same_tables(reference, tables(run_dir))
     assert_same_tables(tables(local / "train" / dial / f"seed{seed}"), tables(run_dir))
     assert (run_dir / "final" / "model.safetensors").read_bytes() == weights
+    # no Snakemake of either job left behind (the profiles' precommand)
+    assert wait_for_gone(f"train:dial={dial},seed={seed}") == {}
     return (
         f"train {dial} seed {seed}: SLURM job {ids[0]} cancelled after its checkpoint "
         f"({states.get(ids[0], 'cancelled')}), retry {ids[1]} ({states.get(ids[1], 'done')}) "
@@ -268,6 +292,164 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(cl
     root = smoke_runs["root"]
     note = cancel_and_resume(root / "slurm", smoke_runs["profile"], cluster["accounting"],
                              smoke_runs["local"])  # fmt: skip
+    print(note)
+
+
+def job_steps_left(marker: str) -> dict[int, int]:
+    """Snakemake processes of a SLURM job (`--mode remote`: the batch step's and the srun step's)
+    whose command line names `marker`: {pid: parent pid}."""
+    left = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+        if "-m snakemake" in args and "--mode remote" in args and marker in args:
+            left[int(proc.name)] = ppid
+    return left
+
+
+def wait_for_gone(marker: str, pids=None, seconds: float = 30) -> dict[int, int]:
+    """The processes of job_steps_left(marker) (those among `pids`, if given) still there after
+    up to `seconds`."""
+    for _ in range(int(seconds * 2) + 1):
+        left = {k: v for k, v in job_steps_left(marker).items() if pids is None or k in pids}
+        if not left:
+            break
+        time.sleep(0.5)
+    return left
+
+
+def rerun_train(results: Path, profile: Path, dial: str, seed: int) -> tuple:
+    """Remove the finished `train` job (dial, seed) of a run, as if never run, and start it again
+    through sbatch. Returns (its tables, its final weights, its log, its checkpoint, the Popen)."""
+    run_dir = results / "train" / dial / f"seed{seed}"
+    ckpt = results / "checkpoints" / dial / f"seed{seed}"
+    log = results / "logs" / "train" / dial / f"seed{seed}.log"
+    reference = tables(run_dir)
+    weights = (run_dir / "final" / "model.safetensors").read_bytes()
+    shutil.rmtree(run_dir)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    log.unlink()
+    proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
+                     "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
+                     popen=True)  # targets first: --config takes every word after it  # fmt: skip
+    return reference, weights, log, ckpt, proc
+
+
+def running_train_job(dial: str, seed: int) -> tuple[str, str] | None:
+    """(job id, node) of the running SLURM job of `train` (dial, seed), if any."""
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k|%N"],
+                         capture_output=True, text=True).stdout  # fmt: skip
+    for line in out.splitlines():
+        job, comment, node = line.split("|")
+        if comment == f"rule_train_wildcards_{dial}_{seed}":  # the plugin's --comment
+            return job, node
+    return None
+
+
+def job_pids(job: str) -> list[int]:
+    """The pids of a running job's processes on this node (`scontrol listpids`)."""
+    out = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True).stdout
+    return [int(f[0]) for f in map(str.split, out.splitlines()) if f and f[0].isdigit()]
+
+
+def stage_script(pid: int) -> bool:
+    """Whether process `pid` runs a rule's script (Snakemake's .snakemake/scripts/*.stage.py)."""
+    try:
+        return b".stage.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def node_state(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+
+
+def fail_node_and_resume(results: Path, profile: Path, accounting: bool | None,
+                         local: Path) -> str:  # fmt: skip
+    """Rerun the finished `train` job NODE_FAIL_TRAIN through sbatch; at its first checkpoint
+    freeze its processes (SIGSTOP, as on a dead node) and take its node down (`scontrol update
+    state=down`): SLURM requeues it under the same id (Snakemake sees no failure and submits
+    nothing more), the job's second run resumes from the checkpoint, before the last step, to
+    the same tables and weights (and the local run's tables), and no Snakemake of the job is left
+    behind (the profiles' precommand). Returns a one-line note."""
+    dial, seed = NODE_FAIL_TRAIN
+    run_dir = results / "train" / dial / f"seed{seed}"
+    marker = f"train:dial={dial},seed={seed}"  # in its job steps' --target-jobs
+    start = time.perf_counter()
+    reference, weights, log, ckpt, proc = rerun_train(results, profile, dial, seed)
+    failed, node = None, None
+    try:
+        if (frozen := freeze_at_first_checkpoint(proc, ckpt, dial, seed)) is not None:
+            failed, node = frozen
+            first_run = job_steps_left(marker)  # the batch step's and the srun step's
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down",
+                            "reason=grpo-dial node failure test"], check=True)  # fmt: skip
+            down_at = time.perf_counter()
+        assert failed is not None, "train finished before a checkpoint was seen"
+        # the test cluster's slurmd answers at once, so ReturnToService=2 may have brought the
+        # node back already; a real one comes back when an admin resumes it
+        for _ in range(60):
+            if node_state(node) in ("idle", "mixed", "allocated", "completing"):
+                break
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
+                           capture_output=True)  # fmt: skip
+            time.sleep(0.5)
+        first_left = wait_for_gone(marker, first_run, 60)
+        gone_seconds = time.perf_counter() - down_at
+        output, _ = proc.communicate(timeout=1800)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if node is not None and node_state(node).startswith("down"):
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, output[-6000:]
+    ids = slurm_ids(output)
+    assert ids == [failed], (ids, failed)  # requeued under its id: no second submission
+    shown = subprocess.run(["scontrol", "show", "job", failed], capture_output=True,
+                           text=True).stdout  # fmt: skip
+    assert "JobState=COMPLETED" in shown and "Restarts=1" in shown, shown
+    history = []
+    if accounting:  # every run of the job: the node failure, then the completed rerun
+        out = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", failed],
+                             capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        history = out.split()
+        assert history == ["NODE_FAIL", "COMPLETED"], history
+    text = log.read_text()
+    assert text.count(ATTEMPT_MARKER) == 2, text[-3000:]
+    resumed = re.search(r"resuming from .* after step (\d+) of (\d+)", text)
+    assert resumed and 1 <= int(resumed.group(1)) < int(resumed.group(2)), text[-3000:]
+    assert len(first_run) >= 2  # seen: the batch step's Snakemake and the srun step's
+    assert first_left == {}, f"the first run's job steps outlived it (pid: parent): {first_left}"
+    assert wait_for_gone(marker) == {}  # nor the second run's
+    assert_same_tables(reference, tables(run_dir))
+    assert_same_tables(tables(local / "train" / dial / f"seed{seed}"), tables(run_dir))
+    assert (run_dir / "final" / "model.safetensors").read_bytes() == weights
+    return (
+        f"train {dial} seed {seed}: node {node} taken down after the checkpoint; SLURM job "
+        f"{failed} requeued ({' then '.join(history) or 'Restarts=1'}), the first run's job "
+        f"steps gone {gone_seconds:.0f} s after; resumed after step {resumed.group(1)} of "
+        f"{resumed.group(2)}; {len(reference)} tables and the weights identical; {seconds:.0f} s"
+    )
+
+
+def test_a_node_failure_requeues_the_train_job_which_resumes_leaving_no_process(
+    cluster, smoke_runs
+):
+    """A node taken down under the running `train` job (after its first checkpoint): SLURM
+    requeues it under the same id, Snakemake waits on (one submission, no failure seen), the
+    job's second run resumes from the checkpoint, tables and weights equal the uninterrupted
+    run's, and the first run's job-step Snakemake ends with it (no orphan: the profiles'
+    precommand, docs/cluster.md#faults)."""
+    root = smoke_runs["root"]
+    note = fail_node_and_resume(root / "slurm", smoke_runs["profile"], cluster["accounting"],
+                                smoke_runs["local"])  # fmt: skip
     print(note)
 
 

@@ -5,13 +5,17 @@ each one machine of the multi-node accelerate launch (`--num_machines 2 --machin
 $SLURM_PROCID --main_process_ip 127.0.0.1`), so each task is one gloo process on the CPU. Both
 run tests/backends/trl_processes.py (one optimizer step of the translated DAPO dial on fixed
 completions, SGD); plain `python` runs it alone meanwhile. The job COMPLETED with 2 tasks of
-one job id, and its step is the local one's: the global token count, DAPO's normalizer, the
-mean loss and the update to float tolerance (trl_processes.assert_same_step). Skipped, with one
-line, when no cluster is up."""
+one job id; each rank records its SLURM job and task (SLURM_PROCID), its node rank (torchrun's
+GROUP_RANK) and process rank, and task r ran exactly rank r on node rank r. Its step is the
+local one's, both ranks informative: each rank's loss and own gradient non-zero, DDP's gradient
+the mean of the ranks' own, the global token count, DAPO's normalizer, the mean loss and the
+update to float tolerance (trl_processes.assert_same_step). Skipped, with one line, when no
+cluster is up."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -70,6 +74,11 @@ def test_a_two_task_slurm_job_takes_the_local_one_process_step(tmp_path):
     job_id = out.strip().split(";")[0]
     tasks = sorted((job_dir / f"task{r}.txt").read_text().split()[:3] for r in range(2))
     assert tasks == [[job_id, "0", "2"], [job_id, "1", "2"]]  # one job, two tasks
+    # where each rank ran: SLURM task r ran node (machine) rank r and process rank r, and only
+    # it; a task that exits at once, leaving the other to launch both ranks, fails here
+    ranks = [json.loads((job_dir / f"rank{r}.json").read_text()) for r in range(2)]
+    ran = [(r["slurm_job"], r["slurm_task"], r["node_rank"], r["rank"]) for r in ranks]
+    assert ran == [(job_id, "0", "0", 0), (job_id, "1", "1", 1)], ran
     state = subprocess.run(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T"],
                            capture_output=True, text=True, timeout=30).stdout.split()  # fmt: skip
     assert state in ([], ["COMPLETED"])  # gone from squeue, or shown as completed

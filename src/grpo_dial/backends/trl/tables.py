@@ -11,7 +11,11 @@ there); this module renames and derives:
                (TRL trains every group, silent ones with A = 0), resample_round 0
     steps      records.step_columns(): records.step_stats of the step's completions, loss /
                grad_norm / lr / kl from TRL's log_history, wall seconds from the run's callback;
-               every registered estimator's column NaN (the backend refuses them), checker_* 0
+               every registered estimator's column NaN (the backend refuses them), checker_* 0.
+               kl is TRL's k3 KL to the base at the batch's first update (the sampling policy,
+               as the own trainer's): the token mean of each micro-batch (over processes),
+               averaged over the micro-batches; the own trainer weights it by the dial's
+               normalizer, so the two are one number for a token-mean dial in one micro-batch
     mass       records.group_mass and mass_chunk of the step's groups, banded as the own run
     allocation one row per group: G = num_generations, p_estimate NaN (no running tracker)
 """
@@ -76,7 +80,8 @@ def responses_table(imported: pd.DataFrame, updates: int = 1) -> pd.DataFrame:
 def _history(log_history: list[dict], updates: int = 1) -> dict[int, dict]:
     """TRL's training log (one entry per optimizer step) by the own trainer's step, as it
     reports a batch's `updates` updates: loss and grad_norm their mean, learning_rate and kl
-    (to the base, on the batch's first update) the first's."""
+    the first update's (kl: the policy that sampled the batch against the base; later updates
+    measure the policy the batch has already moved)."""
     by_step: dict[int, list[dict]] = {}
     for entry in log_history:
         if "loss" in entry and isinstance(entry.get("step"), int):
