@@ -131,17 +131,19 @@ def test_the_summary_names_arms_from_the_table():
 
 
 def _name_tables(path: Path) -> list[int]:
-    """Lines of dict literals mapping two or more arm keys to strings other than colours, every
-    string value short (a display name is at most 40 characters; a table holding sentences, such
-    as core/estimator_mass's relations to Dr. GRPO, is not a table of names)."""
+    """Lines of dict literals mapping two or more arm keys to strings other than colours and
+    release numbers, every string value short (a display name is at most 40 characters; a table
+    holding sentences, such as core/estimator_mass's relations to Dr. GRPO, is not a table of
+    names)."""
     found, arms = [], display_names()
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Dict):
             continue
         pairs = [(k.value, v.value) for k, v in zip(node.keys, node.values, strict=True)
                  if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)]  # fmt: skip
-        names = [k for k, v in pairs
-                 if k in arms and isinstance(v, str) and not v.startswith("#")]  # fmt: skip
+        names = [k for k, v in pairs  # a name has a letter: "0.26.0" is a release, not a name
+                 if k in arms and isinstance(v, str) and not v.startswith("#")
+                 and any(c.isalpha() for c in v)]  # fmt: skip
         if len(names) >= 2 and all(len(v) <= 40 for _, v in pairs if isinstance(v, str)):
             found.append(node.lineno)
     return found
