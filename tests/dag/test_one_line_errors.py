@@ -185,6 +185,7 @@ SHIPPED = [
     ("length_aware.yaml", "length_aware_long.yaml"),
     ("length_aware.yaml", "length_aware_sweep.yaml"),
     ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_small.yaml"),
+    ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_powered.yaml"),
     ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_adamw.yaml"),
     ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_all_weights.yaml"),
     ("length_channel.yaml",), ("length_channel.yaml", "length_channel_estimators.yaml"),

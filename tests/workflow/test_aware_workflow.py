@@ -57,6 +57,23 @@ def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Pa
     assert "train" not in jobs  # the sweep trains in its cells, not through rule train
 
 
+def test_the_powered_overlay_plans_one_level_of_adamw_cells(tmp_path: Path):
+    config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_powered.yaml")
+    assert sorted(config["dials"]) == ["dr_grpo", "grpo"] and len(config["train"]["seeds"]) == 27
+    run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
+    assert run.returncode == 0, run.stderr[-2000:]
+    jobs = planned_jobs(run.stdout)
+    assert jobs["aware_sweep_cell"] == 2  # AdamW x a80 x (GRPO, Dr. GRPO)
+    assert jobs["aware_frozen_cell"] == 1  # the control stays at a60
+    cells = [x for x in run.stdout.splitlines() if "aware_sweep/adamw/" in x and "output:" in x]
+    assert cells and all("/a80/" in x or "tail_frozen" in x for x in cells), cells
+    config["aware_sweep"]["levels"] = ["a90"]
+    run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
+    lines = [x for x in (run.stdout + run.stderr).splitlines() if "config error" in x]
+    assert run.returncode != 0 and len(lines) == 1, lines
+    assert lines[0].startswith("config error at 'aware_sweep.levels.0'"), lines
+
+
 @pytest.mark.parametrize(
     ("optimizers", "cells", "problem"),
     [

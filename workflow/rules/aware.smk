@@ -2,7 +2,8 @@
 # policy sampled at step 0 and every run's tail by mode against the closed form (analysis/aware/runs.py),
 # reusing channel (the base sample's prompts, samples and seed; the reference arm) and
 # decompose.window_fraction. The dose-response sweep (analysis/aware/dose.py) is its own target,
-# aware_dose_figure: every arm of the config at each awareness level of LEVELS, with each optimizer
+# aware_dose_figure: every arm of the config at each awareness level of aware_sweep.levels (all of
+# LEVELS by default), with each optimizer
 # of aware_sweep.optimizers (SGD and AdamW), in
 # one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml), and the one-step
 # probe at the base policy (aware_probe, read by aware_dose).
@@ -11,6 +12,7 @@ from grpo_dial.analysis.aware.grid import FROZEN as AWARE_FROZEN  # noqa: E402
 from grpo_dial.analysis.aware.grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
 
 AWARE_OPTIMIZERS = config["aware_sweep"]["optimizers"]  # sgd and adamw by default
+AWARE_SWEEP_LEVELS = config["aware_sweep"]["levels"]  # every level of LEVELS by default
 AWARE_ENABLED = PLAN.aware_enabled
 AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt beside it
 AWARE_TARGETS = ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + (
@@ -262,6 +264,7 @@ rule aware_probe:
         seed=config["train"]["seeds"][0],
         batches=config["aware_sweep"]["probe_batches"],
         sgd_weights=config["aware_sweep"]["sgd_weights"],
+        levels=AWARE_SWEEP_LEVELS,
     conda:
         "../../envs/grpo-dial.yaml"
     script:
@@ -275,7 +278,7 @@ rule aware_dose:
     input:
         cells=expand(
             f"{RESULTS}/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.parquet",
-            optimizer=AWARE_OPTIMIZERS, level=list(AWARE_LEVELS), dial=list(ARM_FIELDS),
+            optimizer=AWARE_OPTIMIZERS, level=AWARE_SWEEP_LEVELS, dial=list(ARM_FIELDS),
         ),
         frozen=AWARE_FROZEN_STEPS,
         base=f"{RESULTS}/aware/base.csv",

@@ -222,7 +222,8 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     arm's expected one-step SGD move of each mode's tail at the base policy, measured through the
     transformer over `batches` batches per level, beside the closed form through the kernel
     (analysis/aware/probe.py). The J are recomputed from rule aware_base's own sample and
-    checked against aware/kernel.csv."""
+    checked against aware/kernel.csv. The levels: params `levels` (every level of LEVELS by
+    default)."""
     import numpy as np
     import torch
 
@@ -256,7 +257,8 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     arms = {d: arm_from_fields(f) for d, f in params["arms"].items()}
     options = params["task"].get("options", {})
     train, frames = dict(params["train"]), []
-    for level, (compute, estimate) in LEVELS.items():
+    levels = {k: v for k, v in LEVELS.items() if k in params.get("levels", LEVELS)}
+    for level, (compute, estimate) in levels.items():
         task = _task({**params["task"], "options": {**options, "compute_accuracy": compute,
                                                      "estimate_accuracy": estimate}})  # fmt: skip
         problems = task.problems("train", params["pool"], params["pool_seed"])
@@ -275,7 +277,7 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     tables, fits = [], []
     for w in weights:  # one table and fit per weights setting, each through its own kernel
         pred = predictions({d: a.dial for d, a in arms.items()}, base, kernel_of(kernels, w),
-                           LEVELS, options, train)  # fmt: skip
+                           levels, options, train)  # fmt: skip
         own = batches if w == "all" else batches.drop(columns=list(QUANTITIES)).rename(
             columns={f"{q}_{w}": q for q in QUANTITIES})  # fmt: skip
         t = probe_table(own, pred, params["reference"], train.get("grad_clip"))
