@@ -142,3 +142,84 @@ def test_the_summary_prints_the_paired_and_ratio_tables():
     assert cells[1] == f"+0.50 [{r['net_lo']:+.2f}, {r['net_hi']:+.2f}]"
     blind = next(x for x in lines if x.startswith("| 0.0 | dr_grpo | contrast_tokens |"))
     assert blind.endswith("| n/a | n/a | n/a |")  # GRPO's 0 drift and prediction: no ratio
+
+
+def test_the_prediction_prefers_the_closed_form_then_adams_first_order_step():
+    from grpo_dial.analysis.aware.paired import prediction
+
+    runs = pd.DataFrame({"pred_x": [1.0, np.nan, np.nan, np.nan],
+                         "adam1_x": [9.0, 2.0, np.nan, np.nan],
+                         "adam_x": [9.0, 9.0, 3.0, np.nan]})  # fmt: skip
+    assert prediction(runs, "x").tolist() == pytest.approx([1.0, 2.0, 3.0, np.nan], nan_ok=True)
+    only = prediction(runs[["adam_x"]], "x")
+    assert only.tolist() == pytest.approx([9.0, 9.0, 3.0, np.nan], nan_ok=True)
+    assert prediction(runs, "y").isna().all() and prediction(runs, "y").dtype == float
+
+
+def test_paired_and_ratio_tables_at_another_level_with_a_second_arms_prediction():
+    grpo, dr, ctrl = [1.0, 2.0, 0.5, 1.5], [0.6, 0.9, 0.1, 0.8], [0.1, 0.0, 0.2, 0.1]
+    runs = _runs(grpo, dr, ctrl)
+    runs.loc[runs["dial"] == "grpo", "pred_contrast_tokens"] = 2.0
+    runs.loc[runs["dial"] == "dr_grpo", "pred_contrast_tokens"] = 0.5  # a push of its own
+    t = paired_table(runs, "grpo", level=0.8).set_index(["first", "second", "quantity"])
+    r = t.loc[("grpo", "dr_grpo", "contrast_tokens")]
+    d = np.array(grpo) - np.array(dr)  # 0.4, 1.1, 0.4, 0.7
+    h = stats.t.ppf(0.9, 3) * d.std(ddof=1) / 2  # an 80 % interval
+    assert (r["lo"], r["hi"]) == (pytest.approx(d.mean() - h), pytest.approx(d.mean() + h))
+    ci = stats.ttest_ind(grpo, dr, equal_var=False).confidence_interval(0.8)
+    assert (r["welch_lo"], r["welch_hi"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert r["predicted"] == pytest.approx(1.5)  # 2.0 - 0.5
+    ratio = ratio_table(runs, "grpo", level=0.5).set_index("quantity").loc["contrast_tokens"]
+    assert ratio["predicted"] == pytest.approx(0.25)  # 0.5 / 2.0
+    wide = ratio_table(runs, "grpo").set_index("quantity").loc["contrast_tokens"]
+    assert wide["lo"] <= ratio["lo"] <= ratio["hi"] <= wide["hi"]  # 50 % inside 90 %
+    assert ratio["hi"] - ratio["lo"] < wide["hi"] - wide["lo"]
+
+
+def test_tables_keep_the_runs_order_and_skip_a_level_without_the_reference():
+    a80 = _runs([1.0, 2.0, 3.0], [0.5, 1.0, 1.5], [0.0, 0.0, 0.0]).assign(level="a80", a=0.8)
+    a0 = _runs([1.0, 2.0, 3.0], [0.5, 1.0, 1.5], []).assign(level="a0", a=0.0)
+    a0 = a0[a0["dial"] != "grpo"]  # no reference at a0
+    a20 = a80[a80["dial"] != FROZEN].assign(level="a20", a=0.2)  # the control is one cell
+    runs = pd.concat([a80, a0, a20], ignore_index=True)
+    ratios = ratio_table(runs, "grpo")
+    assert list(dict.fromkeys(ratios["level"])) == ["a80", "a20"]  # a0 skipped, not the rest
+    assert ratios["a"].tolist()[:3] == [0.8, 0.8, 0.8]
+    paired = paired_table(runs, "grpo")
+    assert list(dict.fromkeys(paired["level"])) == ["a80", "a0", "a20"]
+    empty = paired_table(runs.iloc[:0], "grpo")
+    assert empty.empty and list(empty.columns) == list(paired.columns)
+    assert list(ratio_table(runs.iloc[:0], "grpo").columns) == list(ratios.columns)
+    # no control trained: the ratio stands, its net does not
+    bare = ratio_table(runs[runs["dial"] != FROZEN], "grpo").iloc[0]
+    assert bare["ratio"] == pytest.approx(0.5) and np.isnan(bare["net_ratio"])
+
+
+def test_seed_ratio_is_seeded_and_reads_the_net_when_the_raw_mean_is_zero():
+    rng = np.random.default_rng(11)
+    ref = rng.uniform(0.5, 1.5, 12)
+    x = 0.5 * ref + rng.normal(0.0, 0.2, 12)
+    same = pd.Series(seed_ratio(x, ref)).equals(pd.Series(seed_ratio(x, ref, seed=0)))
+    assert same  # the default seed, drawn once
+    assert seed_ratio(x, ref, seed=3)["hi"] != seed_ratio(x, ref)["hi"]  # the draws matter
+    ref0 = np.array([1.0, -1.0, 2.0, -2.0])  # mean 0: no raw ratio
+    r = seed_ratio(np.array([0.5, 0.5, 1.0, 1.0]), ref0, ctrl=np.array([-1.0, -3.0, 0.0, -4.0]))
+    # x - ctrl: 1.5, 3.5, 1, 5 (mean 2.75); ref - ctrl: 2, 2, 2, 2 (mean 2)
+    assert np.isnan(r["ratio"]) and r["net_ratio"] == pytest.approx(2.75 / 2.0)
+    assert set(seed_ratio(x[:2], ref[:2])) == {"n", "ratio", "lo", "hi", "net_ratio", "net_lo",
+                                               "net_hi"}  # fmt: skip
+
+
+def test_a_ratio_interval_is_unbounded_exactly_past_the_tail():
+    from grpo_dial.analysis.aware.paired import _boot_interval
+
+    num = np.arange(100.0)
+    den = np.ones(100)
+    assert _boot_interval(num, den, 0.9) == pytest.approx(np.quantile(num, [0.05, 0.95]))
+    den[:6] = -1.0  # 6 % of the draws on the other side: past a 90 % interval's 5 % tail
+    assert _boot_interval(num, den, 0.9) == (-np.inf, np.inf)
+    den[:25] = -1.0  # a 50 % interval's tail is exactly 25 %: at it, still bounded
+    lo, hi = _boot_interval(num, den, 0.5)
+    assert np.isfinite([lo, hi]).all() and lo < hi
+    den[:26] = -1.0
+    assert _boot_interval(num, den, 0.5) == (-np.inf, np.inf)

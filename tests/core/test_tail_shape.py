@@ -75,3 +75,21 @@ def test_a_tail_with_fewer_zeros_than_the_geometric_gets_a_smaller_push():
 def test_bad_tails_are_refused_in_one_line(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_the_edges_of_a_tail_distribution_by_hand():
+    import warnings
+
+    assert geometric_pmf(1.0, 3).tolist() == [0.5, 0.25, 0.125, 0.125]  # q = 1/2, the rest at 3
+    assert geometric_pmf(1.0, 1).tolist() == [0.5, 0.5]
+    assert tail_push([1.0], 2.0) == (0.0, 0.0)  # always empty: nothing to push
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no division warning past the last length
+        assert hazards([0.5, 0.5, 0.0]).tolist() == [0.5, 0.0, 0.0]
+    assert empirical_pmf([0, 0, 1]).tolist() == pytest.approx([2 / 3, 1 / 3])
+    with pytest.raises(ValueError, match="finite probabilities >= 0"):
+        tail_push([-0.5, 1.5], 1.0)  # sums to 1 but has a negative entry
+    with pytest.raises(ValueError, match="finite probabilities >= 0"):
+        tail_push([0.5, 0.5 + 1e-7], 1.0)  # off by more than 1e-9
+    with pytest.raises(ValueError, match=r"^tail lengths are whole numbers >= 0, at least one$"):
+        empirical_pmf([-1, 2])

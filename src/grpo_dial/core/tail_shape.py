@@ -30,9 +30,10 @@ def _pmf(pmf: ArrayLike) -> np.ndarray:
     if p.ndim != 1 or p.size < 1:
         raise ValueError(f"a tail distribution is a 1-D array of P(T = 0), P(T = 1), ...; got "
                          f"shape {p.shape}")  # fmt: skip
-    if (p < 0).any() or not np.isfinite(p).all() or not np.isclose(p.sum(), 1.0, atol=1e-9):
+    total = float(p.sum())
+    if (p < 0).any() or not np.isfinite(p).all() or not abs(total - 1.0) <= 1e-9:
         raise ValueError(f"a tail distribution has finite probabilities >= 0 summing to 1; got "
-                         f"sum {p.sum():.6g}")  # fmt: skip
+                         f"sum {total:.6g}")  # fmt: skip
     return p
 
 

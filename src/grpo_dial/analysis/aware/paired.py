@@ -9,7 +9,7 @@ samples. `paired_table`: per optimizer, level and quantity, for each arm against
 its 90 % t interval (the paired t test's), the sign and Wilcoxon signed-rank tests on d, Welch's
 interval of the same difference beside it (as if the seeds were independent), the smallest shift
 the paired test detects at 80 % power (seed_stats.detectable_shift, se = sd(d) / sqrt(n)) and
-the predicted difference (the prediction columns' difference, SGD closed form or one Adam
+the predicted difference (`prediction`: the SGD closed form, Adam's first-order step or one Adam
 coordinate's drift).
 
 `ratio_table`: per optimizer, level, quantity and arm, mean(arm) / mean(reference) and, net of the
@@ -49,10 +49,13 @@ RATIO_COLUMNS = (
 
 def prediction(runs: pd.DataFrame, quantity: str) -> pd.Series:
     """Each run's prediction of `quantity`: the SGD closed form (pred_*) where it is given, else
-    one Adam coordinate's drift (adam_*); NaN where neither is."""
-    pred = runs.get(f"pred_{quantity}", pd.Series(np.nan, index=runs.index))
-    adam = runs.get(f"adam_{quantity}", pd.Series(np.nan, index=runs.index))
-    return pred.where(pred.notna(), adam).astype(float)
+    Adam's first-order step (adam1_*, dose.adam_first_order), else one Adam coordinate's drift
+    (adam_*); NaN where none is."""
+    out = pd.Series(np.nan, index=runs.index, dtype=float)
+    for column in (f"pred_{quantity}", f"adam1_{quantity}", f"adam_{quantity}"):
+        if column in runs:
+            out = out.where(out.notna(), runs[column].astype(float))
+    return out
 
 
 def _by_seed(cell: pd.DataFrame, quantity: str) -> pd.Series:
