@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import NamedTuple
 
@@ -368,6 +369,12 @@ def main() -> None:
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--seed", type=int, default=0, help="the sampling order's seed")
     ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="run only the mutants whose name matches one of these globs ('*x_estimator_mass__*')",
+    )
+    ap.add_argument(
         "--check-equivalents",
         action="store_true",
         help="only check that every entry of docs/mutation-equivalents.md names its mutant",
@@ -404,6 +411,9 @@ def main() -> None:
         # generation and the per-test stats (cached in mutants/); the filter matches nothing
         run_mutmut(work, ["run", "--max-children", str(a.max_children), "__none__"], deadline, log)
         names = {m: list(s) for m, s in results(work, modules).items()}
+        if a.only:
+            names = {m: [k for k in s if any(fnmatch(k, g) for g in a.only)]
+                     for m, s in names.items()}
         if not any(names.values()):
             sys.exit(f"mutate: mutmut made no mutants (see {log_path})")
         order = sample_rounds(names, a.seed)
