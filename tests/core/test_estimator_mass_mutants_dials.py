@@ -45,3 +45,29 @@ def test_reinforce_pp_without_baseline_is_blind_at_awareness_zero():
     assert abs(float(blind.wrong)) < 1e-15 and abs(float(blind.correct)) < 1e-15
     half = whitened_tail_drift(0.4, 0.8, 0.6, 5, 8, awareness=0.5, baseline="none")
     assert float(half.wrong) > 1e-3 and float(half.correct) < -1e-3
+
+
+def test_pass_at_k_sample_std_at_two_responses():
+    # G = 2, ddof 1: sd_1 = sqrt(1/2 / 1) = 0.707107 (the sample std of 1, 0); p (1-p)^2 = 0.147
+    got = estimator_mass(0.3, 2, "grpo_passk", ddof=1)
+    assert got == pytest.approx(0.147 / np.sqrt(0.5), rel=1e-9)
+
+
+def test_rloo_with_one_response_moves_nothing():
+    got = estimator_mass([0.3, 0.5], 1, "rloo")
+    assert got.shape == (2,) and got.dtype == float and (got == 0).all()
+
+
+def test_reinforce_pp_baseline_adds_1e_8_to_a_nearly_silent_batch_variance():
+    # batch at p = 1e-8, G = 4: v = 1e-8 (1 - 1e-8)(3/4) = 0.75e-8; dr(0.5) = 0.1875
+    got = estimator_mass(0.5, 4, "reinforce_pp_baseline", batch_p=[1e-8])
+    assert got == pytest.approx(0.1875 / np.sqrt(1.75e-8), rel=1e-6)
+
+
+def test_a_bad_batch_p_is_named():
+    with pytest.raises(ValueError) as err:
+        estimator_mass(0.5, 4, "gpg", batch_p=[1.5])
+    assert str(err.value) == "batch_p must lie in [0, 1] (no NaN)"
+    with pytest.raises(ValueError) as err:
+        estimator_mass(0.5, 4, "gpg", batch_p=["x"])
+    assert str(err.value) == "batch_p must be numeric, got ['x']"
