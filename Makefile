@@ -75,7 +75,8 @@ check-docs: $(BIN)/.installed
 	$(BIN)/python -m grpo_dial.tools.check_docs --results $(RESULTS) $(CHECK_DOCS)
 
 # Mutation testing (mutmut; tools/mutate.py, docs/development.md#mutation-testing): the modules in
-# MODULES, or those changed since BASE, against the tests of their mirror folder, for BUDGET seconds.
+# MODULES, or those changed since BASE, against the tests of their mirror folder (core/: and
+# tests/engines), for BUDGET seconds.
 MODULES ?=
 BASE ?= main
 BUDGET ?= 600

@@ -71,3 +71,25 @@ def test_a_bad_batch_p_is_named():
     with pytest.raises(ValueError) as err:
         estimator_mass(0.5, 4, "gpg", batch_p=["x"])
     assert str(err.value) == "batch_p must be numeric, got ['x']"
+
+
+def test_grpo_sample_std_at_two_responses():
+    # G = 2, ddof 1: k = 1 w.p. 2 x 0.3 x 0.7 = 0.42, sigma^2 = 1/4 over sd = sqrt(1/2)
+    got = estimator_mass(0.3, 2, "grpo", ddof=1)
+    assert got == pytest.approx(0.42 * 0.25 / np.sqrt(0.5), rel=1e-9)
+
+
+def test_one_response_or_a_silent_batch_moves_nothing_in_p_shape():
+    p = [0.3, 0.5]
+    for name in ("grpo_passk", "rloo"):
+        got = estimator_mass(p, 1, name, ddof=1)
+        assert got.shape == (2,) and got.dtype == float and (got == 0).all()
+    for name in ("gpg", "gpg_paper"):  # pbar = 0 / no informative group
+        got = estimator_mass([0.0, 0.0], 4, name)
+        assert got.shape == (2,) and got.dtype == float and (got == 0).all()
+
+
+def test_batch_std_mass_at_a_fractional_std_power():
+    # p = 1/2, G = 4: dr = 0.1875, sigma_B = 1/2: 0.1875 / sqrt(1/2) = 0.265165
+    got = estimator_mass(0.5, 4, "batch_std", std_power=0.5)
+    assert got == pytest.approx(0.265165, abs=1e-6)

@@ -12,18 +12,23 @@ KW = {"length_norm": "constant", "awareness": 0.7, "baseline": "length_weighted"
       "max_length": 40.0}  # fmt: skip
 
 
-@pytest.mark.parametrize(("std_power", "factor"), [(1.0, 0.866025), (0.5, 0.930605)])
-def test_opo_drift_under_ddof_one_is_the_population_ones_times_a_constant(std_power, factor):
-    # G = 4: sqrt(3/4) = 0.866025 (13.4% less) at std_power 1, (3/4)^(1/4) = 0.930605 at 1/2
-    pop = tail_drift(*ARGS, std_power=std_power, **KW)
-    sample = tail_drift(*ARGS, std_power=std_power, ddof=1, **KW)
+@pytest.mark.parametrize(
+    ("G", "std_power", "factor"),
+    [(4, 1.0, 0.866025), (4, 0.5, 0.930605), (2, 1.0, 0.707107), (2, 0.5, 0.840896)],
+)
+def test_opo_drift_under_ddof_one_is_the_population_ones_times_a_constant(G, std_power, factor):
+    # G = 4: sqrt(3/4) = 0.866025 (13.4% less) at std_power 1, (3/4)^(1/4) = 0.930605 at 1/2;
+    # G = 2: sqrt(1/2) = 0.707107 and (1/2)^(1/4) = 0.840896
+    args = (*ARGS[:4], G)
+    pop = tail_drift(*args, std_power=std_power, **KW)
+    sample = tail_drift(*args, std_power=std_power, ddof=1, **KW)
     assert abs(float(pop.wrong)) > 1e-4 and abs(float(pop.correct)) > 1e-4
     np.testing.assert_allclose(
         [sample.wrong, sample.correct], factor * np.array([pop.wrong, pop.correct]), rtol=1e-5
     )
     # ddof 0 and std_power 0: the std does not enter; eps then moves nothing either
-    flat = tail_drift(*ARGS, std_power=0.0, ddof=1, eps=0.3, **KW)
-    flat0 = tail_drift(*ARGS, std_power=0.0, **KW)
+    flat = tail_drift(*args, std_power=0.0, ddof=1, eps=0.3, **KW)
+    flat0 = tail_drift(*args, std_power=0.0, **KW)
     np.testing.assert_allclose([flat.wrong, flat.correct], [flat0.wrong, flat0.correct])
 
 
