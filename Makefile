@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 CONFIG ?= config/config.yaml
 BIN := $(VENV)/bin
 
-.PHONY: install reproduce test test-all test-slurm lint check-docs mutate clean
+.PHONY: install reproduce test test-all test-slurm lint check-docs mutate check-equivalents clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("grpo-dial needs Python >= 3.11" if sys.version_info < (3, 11) else 0)'
@@ -75,7 +75,8 @@ check-docs: $(BIN)/.installed
 	$(BIN)/python -m grpo_dial.tools.check_docs --results $(RESULTS) $(CHECK_DOCS)
 
 # Mutation testing (mutmut; tools/mutate.py, docs/development.md#mutation-testing): the modules in
-# MODULES, or those changed since BASE, against the tests of their mirror folder, for BUDGET seconds.
+# MODULES, or those changed since BASE, against the tests of their mirror folder (core/: and
+# tests/engines), for BUDGET seconds.
 MODULES ?=
 BASE ?= main
 BUDGET ?= 600
@@ -88,6 +89,10 @@ $(BIN)/.installed-mutate: $(BIN)/.installed
 mutate: $(BIN)/.installed-mutate
 	$(BIN)/python tools/mutate.py --base $(BASE) --budget $(BUDGET) \
 		$(if $(MODULES),--modules $(MODULES)) $(if $(TESTS),--tests $(TESTS))
+
+# Each entry of docs/mutation-equivalents.md still names the mutant its diff describes.
+check-equivalents: $(BIN)/.installed-mutate
+	$(BIN)/python tools/mutate.py --check-equivalents
 
 clean:
 	rm -rf results .snakemake

@@ -1,19 +1,21 @@
 """`make mutate`: mutation testing (mutmut 3) of chosen modules within a time budget.
 
 Modules: --modules, or the src/grpo_dial files changed since the merge base with --base.
-Each module is tested by the test files of its mirror folder that import it (tests/core for
-src/grpo_dial/core/...); mutmut then runs, per mutant, only those of them that call the mutated
+Each module is tested by the test files of its mirror folder (tests/core for
+src/grpo_dial/core/...; also tests/engines for core/) that import it or a module of its folder
+that imports it; mutmut then runs, per mutant, only those of them that call the mutated
 function. The work happens in a scratch copy of the repository (mutmut writes mutants/ there).
 Mutants are run in rounds, each a shuffled, even share of every module's mutants, until all are
 done or the budget (seconds) is spent; an interrupted round keeps what finished.
 
 Score = killed / (killed + survived), where a timeout counts as killed, a mutant no selected test
-calls counts as survived, and the mutants listed in docs/mutation-equivalents.md are excluded.
-"""
+calls counts as survived, and the mutants listed in docs/mutation-equivalents.md are excluded
+when the entry's diff is the diff its name makes now (--check-equivalents checks every entry)."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -26,7 +28,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from fnmatch import fnmatch
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "src/grpo_dial"
@@ -53,6 +57,9 @@ STATUS = {
     2: "interrupted",
     None: "not checked",
 }
+# test folders that exercise a package besides its mirror: tests/engines holds verl's own
+# estimators and losses against core's
+EXTRA_TESTS = {"core": ("engines",)}
 PYTEST_ARGS = ["-m", "not workflow and not slurm", "-p", "no:cacheprovider"]
 
 
@@ -94,22 +101,34 @@ def uses(module: str) -> re.Pattern:
     )
 
 
+def importers_of(module: str) -> list[str]:
+    """`module` and every module of its own folder that imports it, directly or through another
+    (core/advantage.py imports core/estimators.py, which imports core/engine_estimators.py)."""
+    found = [module]
+    siblings = [
+        str(p.relative_to(REPO))
+        for p in sorted((REPO / module).parent.glob("*.py"))
+        if p.name != "__init__.py"
+    ]
+    for m in found:
+        pattern = uses(m)
+        found += [s for s in siblings if s not in found and pattern.search((REPO / s).read_text())]
+    return found
+
+
 def tests_for(module: str) -> list[str]:
-    """Test files of the module's mirror folder named test_<stem>*, or importing the module or a
-    module of its own folder that imports it (dag/plan.py for dag/arms.py)."""
+    """Test files of the module's mirror folder (and of the folders in EXTRA_TESTS for its
+    package: tests/engines for core/) named test_<stem>*, or importing the module or a module of
+    its own folder that imports it (dag/plan.py for dag/arms.py)."""
     parts = Path(module).relative_to(PACKAGE).parts
     folder = REPO / "tests" / Path(*parts[:-1])
     while not folder.is_dir():
         folder = folder.parent
+    folders = [folder] + [REPO / "tests" / f for f in EXTRA_TESTS.get(parts[0], ())]
     stem = Path(module).stem
-    importers = [module] + [
-        str(p.relative_to(REPO))
-        for p in sorted((REPO / module).parent.glob("*.py"))
-        if p.name != "__init__.py" and uses(module).search(p.read_text())
-    ]
-    patterns = [uses(m) for m in importers]
+    patterns = [uses(m) for m in importers_of(module)]
     found = []
-    for test in sorted(folder.rglob("test_*.py")):
+    for test in sorted(t for f in folders for t in f.rglob("test_*.py")):
         if "workflow" in test.relative_to(REPO / "tests").parts:
             continue
         text = test.read_text()
@@ -118,16 +137,100 @@ def tests_for(module: str) -> list[str]:
     return found
 
 
-def equivalents() -> dict[str, str]:
-    """Mutant name -> why, from docs/mutation-equivalents.md (lines `- `name`: why`)."""
-    if not EQUIVALENTS.exists():
-        return {}
-    rows = re.findall(
-        r"^\s*[-|]\s*`(grpo_dial\.[\w.]+__mutmut_\d+)`\s*[:|]\s*(.*)$",
-        EQUIVALENTS.read_text(),
-        flags=re.M,
-    )
-    return dict(rows)
+class Equivalent(NamedTuple):
+    """An entry of docs/mutation-equivalents.md: why the mutant is equivalent, and its diff (the
+    removed and added lines, each as `-text` / `+text` with blanks collapsed), or None."""
+
+    why: str
+    diff: tuple[str, ...] | None
+
+
+ENTRY = re.compile(r"^\s*[-|]\s*`(grpo_dial\.[\w.]+__mutmut_\d+)`\s*[:|]\s*(.*)$")
+
+
+def diff_line(line: str) -> str:
+    return line[0] + " ".join(line[1:].split())
+
+
+def equivalents(text: str | None = None) -> dict[str, Equivalent]:
+    """Mutant name -> Equivalent, from docs/mutation-equivalents.md (or `text`): a line
+    `- `name`: why`, then a fenced ```diff block of the mutated lines (`-before`, `+after`)."""
+    if text is None:
+        text = EQUIVALENTS.read_text() if EQUIVALENTS.exists() else ""
+    out: dict[str, Equivalent] = {}
+    name, block = None, None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if block is not None:
+            if stripped == "```":
+                out[name] = out[name]._replace(diff=tuple(block))
+                block = None
+            elif stripped[:1] in ("-", "+"):
+                block.append(diff_line(stripped))
+            continue
+        if (m := ENTRY.match(line)) is not None:
+            name = m.group(1)
+            out[name] = Equivalent(m.group(2), None)
+        elif stripped == "```diff" and name is not None and out[name].diff is None:
+            block = []
+        elif stripped and not line.startswith(" "):
+            name = None
+    return out
+
+
+def mutant_diffs(module_file: Path, dotted_name: str) -> dict[str, tuple[str, ...]]:
+    """Mutant name -> its diff (`-before`, `+after` lines, blanks collapsed), for every mutant
+    mutmut makes of the module's source now (its own generator: the same names and numbers)."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    made = mutate_file_contents(str(module_file), module_file.read_text())
+    lines = made.code.splitlines()
+    spans = made.line_span_by_function_name
+
+    def body(key: str, as_name: str) -> list[str]:
+        span = spans[key]
+        text = lines[span.start - 1 : span.end]
+        return [t.replace(key, as_name, 1) for t in text]
+
+    out = {}
+    for key in made.mutant_names:
+        orig = key.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+        changed = difflib.unified_diff(body(orig, "f"), body(key, "f"), n=0, lineterm="")
+        out[f"{dotted_name}.{key}"] = tuple(
+            diff_line(t) for t in changed if t[:1] in "-+" and not t.startswith(("---", "+++"))
+        )
+    return out
+
+
+def equivalent_problems(
+    entries: dict[str, Equivalent], root: Path = REPO, modules: list[str] | None = None
+) -> list[str]:
+    """One line per entry (of `modules`, or all) that no longer names the mutant it describes:
+    its module or mutant is gone (stale), it carries no diff, or the mutant of that name now
+    changes other lines than the entry's diff (mismatch)."""
+    by_module: dict[str, list[str]] = defaultdict(list)
+    for name in entries:
+        by_module[name.rsplit(".", 1)[0]].append(name)
+    problems = []
+    for module, names in sorted(by_module.items()):
+        path = root / "src" / (module.replace(".", "/") + ".py")
+        if modules is not None and str(path.relative_to(root)) not in modules:
+            continue
+        diffs = mutant_diffs(path, module) if path.is_file() else {}
+        for name in sorted(names):
+            want = entries[name].diff
+            if not path.is_file():
+                problems.append(f"{name}: stale, module {path.relative_to(root)} not found")
+            elif name not in diffs:
+                problems.append(f"{name}: stale, mutmut makes no mutant of that name now")
+            elif want is None:
+                problems.append(f"{name}: no ```diff block; it is now {' '.join(diffs[name])}")
+            elif diffs[name] != want:
+                problems.append(
+                    f"{name}: mismatch, the entry's diff is {' '.join(want)} but the mutant of "
+                    f"that name is now {' '.join(diffs[name])}"
+                )
+    return problems
 
 
 def scratch_copy(work: Path, modules: list[str], tests: list[str]) -> None:
@@ -215,7 +318,12 @@ def score_line(killed: int, survived: int) -> str:
     return f"{100 * killed / (killed + survived):.1f}% ({killed}/{killed + survived})"
 
 
-def report(work: Path, modules: list[str], equiv: dict[str, str], out: Path) -> None:
+def report(work: Path, modules: list[str], entries: dict[str, Equivalent], out: Path) -> None:
+    """The score tables and survivors.md; the equivalent entries of `modules` whose diff is not
+    their mutant's are reported and not excluded."""
+    problems = equivalent_problems(entries, work, modules)
+    bad = {line.split(":", 1)[0] for line in problems}
+    equiv = {k for k in entries if k not in bad}
     status = results(work, modules)
     by_package: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     survivors = []
@@ -245,10 +353,9 @@ def report(work: Path, modules: list[str], equiv: dict[str, str], out: Path) -> 
                 [str(exe), "show", name], cwd=work, env=mutmut_env(), capture_output=True, text=True
             ).stdout
             f.write(f"## {name} ({st})\n{diff}\n")
-    stale = sorted(set(equiv) - {k for s in status.values() for k in s})
-    stale = [k for k in stale if any(k.startswith(dotted(m) + ".") for m in modules)]
-    if stale:
-        print(f"\nequivalent entries that match no mutant now (stale): {', '.join(stale)}")
+    if problems:
+        print("\nequivalent entries that no longer name the mutant they describe (not excluded):")
+        print("\n".join(problems))
     print(f"\n{len(survivors)} surviving mutants (diffs: {out})")
 
 
@@ -261,7 +368,23 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--seed", type=int, default=0, help="the sampling order's seed")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="run only the mutants whose name matches one of these globs ('*x_estimator_mass__*')",
+    )
+    ap.add_argument(
+        "--check-equivalents",
+        action="store_true",
+        help="only check that every entry of docs/mutation-equivalents.md names its mutant",
+    )
     a = ap.parse_args()
+    if a.check_equivalents:
+        entries = equivalents()
+        problems = equivalent_problems(entries)
+        print("\n".join(problems) or f"{len(entries)} equivalent entries, each names its mutant")
+        sys.exit(1 if problems else 0)
     start = time.monotonic()
     deadline = start + a.budget
 
@@ -288,6 +411,9 @@ def main() -> None:
         # generation and the per-test stats (cached in mutants/); the filter matches nothing
         run_mutmut(work, ["run", "--max-children", str(a.max_children), "__none__"], deadline, log)
         names = {m: list(s) for m, s in results(work, modules).items()}
+        if a.only:
+            names = {m: [k for k in s if any(fnmatch(k, g) for g in a.only)]
+                     for m, s in names.items()}
         if not any(names.values()):
             sys.exit(f"mutate: mutmut made no mutants (see {log_path})")
         order = sample_rounds(names, a.seed)

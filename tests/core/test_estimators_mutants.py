@@ -53,6 +53,7 @@ def test_logged_values_of_a_step_by_hand():
     assert got["anchor"] == pytest.approx(0.4)
     empty = logged_values(dial, {**inputs, "strata": torch.tensor([])}, batch)
     assert math.isnan(empty["strata_cells"]) and math.isnan(empty["strata_split_groups"])
+    assert list(empty) == list(log_columns())  # the same columns when no stratum is given
 
 
 def test_registration_refusals_and_what_a_registration_keeps():
@@ -85,3 +86,31 @@ def test_registration_refusals_and_what_a_registration_keeps():
         assert est.log is log and est.preset == {"toy_kept_on": True}
     finally:
         unregister_estimator("toy_kept")
+
+
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA device"
+)
+def test_strata_on_the_cpu_are_counted_with_groups_on_the_device():
+    import types
+
+    import torch
+
+    from grpo_dial.core.estimators import logged_values
+
+    batch = types.SimpleNamespace(group_ids=torch.tensor([0, 0, 1], device="cuda"), rewards=[0] * 3)
+    got = logged_values(Dial(strata="truncated"), {"strata": torch.tensor([0, 1, 1])}, batch)
+    assert got["strata_cells"] == 3 and got["strata_split_groups"] == 1
+
+
+def test_hadw_weights_at_the_default_scale_and_the_lambda_clash_line():
+    import torch
+
+    from grpo_dial.core.estimators import hadw_weights
+
+    # p_hat 0.3 below the anchor 0.5 (harder): A > 0 grows by e^0.2, A < 0 shrinks by e^-0.2
+    got = hadw_weights(torch.tensor([1.0, -1.0]), torch.tensor([0.3, 0.3]), torch.tensor(0.5))
+    assert got.tolist() == pytest.approx([1.221403, 0.818731], abs=1e-6)
+    with pytest.raises(ValueError) as err:
+        Dial(lambda_learnable=True)
+    assert str(err.value).endswith("lambda_learnable needs length_norm='lambda'")

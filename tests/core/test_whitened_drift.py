@@ -57,6 +57,7 @@ def monte_carlo(ps, qw, qc, c, G, a, baseline, norm, m=128, batches=300, seed=0)
         ((0.3, 0.7), 0.8, 0.6, 5, 8, 1.0, "mean", "sequence"),  # wrong runs longer, aware
         ((0.2, 0.5), 0.5, 0.85, 3, 4, 0.6, "mean", "sequence"),  # correct runs longer
         ((0.4,), 0.8, 0.6, 5, 8, 1.0, "none", "sequence"),  # REINFORCE++, no baseline
+        ((0.4,), 0.8, 0.6, 5, 8, 0.5, "none", "sequence"),  # half aware: both tails route
         ((0.3, 0.7), 0.8, 0.6, 5, 8, 1.0, "mean", "constant"),  # no drift under L_max
         ((0.3, 0.7), 0.8, 0.6, 5, 8, 0.0, "mean", "sequence"),  # blind: 0
     ],
