@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_dial.analysis.aware.dose import sgd_prediction
+from grpo_dial.analysis.aware.dose import level_awareness, sgd_prediction
 from grpo_dial.analysis.aware.grid import FROZEN
 from grpo_dial.analysis.aware.tail_shape import mode_tails, shape_markdown, shape_table
 from grpo_dial.core.dial import arm_fields, read_arm
@@ -170,3 +170,60 @@ def test_the_dose_table_prints_adams_first_order_prediction_and_its_power():
     assert row[5] == "3.00 (+0.15; +0.15)"
     assert row[7] == f"{r['detectable']:.2f} ({100 * r['power_first_order']:.0f} %) |"
     assert "| SNR (one Adam coordinate; first order) |" in dose_markdown(dose, dose_fit(dose))
+
+
+def test_the_right_mode_the_weights_setting_and_the_estimate_rate_are_read():
+    """The right mode's readings by hand, the kernel row of the weights SGD moves, the task's
+    estimate rate for a, the runs' order, and AdamW rows left out."""
+    runs, paired, base, _, arms, lr, n = _setup(k_ec=0.0)
+    kernel = pd.DataFrame([{"weights": "all", "k_ee": 60.0, "k_ec": 59.0, "k_cc": 61.0},
+                           {"weights": "markers", "k_ee": 0.06, "k_ec": 0.012,
+                            "k_cc": 0.07}])  # fmt: skip
+    runs.loc[runs["dial"] == "grpo", "d_wrong_tokens"] = 0.5  # the wrong tail ends at 3.5
+    adamw = runs[runs["level"] == "a80"].assign(optimizer="adamw", pred_theta_wrong=np.nan)
+    runs = pd.concat([runs.iloc[::-1], adamw], ignore_index=True)  # a80 first, then a0
+    tails = mode_tails(_responses([1, 2, 3, 3, 4, 5], [0, 2, 3, 3, 4, 6]), core=5.5)
+    options = {"estimate_rate": 0.25}
+    t = shape_table(runs, paired, tails, base, kernel, arms, TRAIN, options, lr, "markers")
+    assert list(dict.fromkeys(t["level"])) == ["a80", "a0"] and len(t) == 4  # SGD rows only
+    a = level_awareness("a80", 0.25)[1]  # the level's awareness at the task's estimate rate
+    assert t["a"].tolist()[0] == pytest.approx(a) and a != pytest.approx(0.8)
+    r = t.set_index(["level", "mode"])
+    dial = read_arm({"preset": "grpo"}).dial
+    markers = kernel.iloc[[1]].drop(columns="weights")
+    step = sgd_prediction(dial, base, markers, "a80", options, TRAIN)
+    k_ee, k_ec, k_cc = 0.06, 0.012, 0.07
+    scale = lr * runs.loc[0, "pred_theta_wrong"] / (step["step_wrong"] * lr)
+    uw, uc = step["u_wrong"], step["u_correct"]
+    assert r.loc[("a80", "correct"), "geometric"] == pytest.approx(
+        3.0 * scale * (k_ec * uw + k_cc * uc))
+    m = tails.set_index("mode")
+    rw, rc = (m.loc[x, "h"] / m.loc[x, "h_geometric"] for x in ("wrong", "correct"))
+    assert r.loc[("a80", "correct"), "measured_tail"] == pytest.approx(
+        m.loc["correct", "slope"] * scale * (k_ec * uw * rw + k_cc * uc * rc))
+    assert r.loc[("a80", "correct"), "drag"] == pytest.approx(3.0 * scale * k_ec * uw)
+    end = base.assign(tail_estimate=3.5)
+    e = sgd_prediction(dial, end, markers, "a80", options, TRAIN)
+    assert r.loc[("a80", "wrong"), "end_state"] == pytest.approx(
+        3.5 * scale * (k_ee * e["u_wrong"] + k_ec * e["u_correct"]))
+    assert list(t.columns) == list(shape_table(runs.iloc[:0], paired, tails, base, kernel, arms,
+                                               TRAIN, options, lr, "markers").columns)
+
+
+def test_the_shape_tables_headers_whole():
+    tails = mode_tails(_responses([0, 2, 2, 4], [1, 1, 3, 3]), core=5.0)
+    lines = shape_markdown(tails, pd.DataFrame(columns=["a"])).splitlines()
+    assert lines[0] == "## Why the wrong mode stalls (aware_sweep/tail_shape.csv)"
+    assert lines[2] == ("The base sample's tail per mode, in brackets the geometric tail of its "
+                        "mean; h = E[s / |o|] and slope = dE[T]/dtheta under a shift of every "
+                        "continue logit.")  # fmt: skip
+    assert lines[4:6] == ["| mode | responses | mean | P(T = 0) | variance | h | slope |",
+                          "|---|---|---|---|---|---|---|"]  # fmt: skip
+    assert lines[-2:] == [
+        "| a | arm | mode | measured | geometric | measured tail | end state | K_ec drag |",
+        "|---|---|---|---|---|---|---|---|"]  # no arm: the header alone
+    shape = pd.DataFrame([{"level": "a80", "a": 0.8, "dial": "grpo", "mode": "wrong",
+                           "measured": 0.04, "lo": np.nan, "hi": np.nan, "geometric": 0.35,
+                           "measured_tail": 0.26, "end_state": 0.36, "drag": -0.09}])  # fmt: skip
+    row = shape_markdown(tails, shape).splitlines()[-1]
+    assert row == "| 0.8 | grpo | wrong | +0.04 | +0.35 | +0.26 | +0.36 | -0.09 |"
