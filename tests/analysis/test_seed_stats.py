@@ -152,3 +152,17 @@ def test_sample_and_welch_standard_errors_by_hand():
     assert se == pytest.approx(np.sqrt(vx + vy))
     assert nu == pytest.approx((vx + vy) ** 2 / (vx**2 / 2 + vy**2 / 3))
     assert all(np.isnan(v) for v in welch_se([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]))
+
+
+def test_one_degree_of_freedom_and_the_power_edges():
+    shift = detectable_shift(0.5, 1)  # two seeds' paired difference: t has 1 degree of freedom
+    assert np.isfinite(shift) and _power_by_integral(shift, 0.5, 1) == pytest.approx(0.8, abs=1e-6)
+    assert np.isfinite(rejection_power(1.0, 1.0, 1))
+    assert np.isnan(detectable_shift(1.0, 9, 0.9, 0.1))  # power equal to the test's size
+    assert np.isnan(detectable_shift(1.0, 9, 0.9, 1.0))  # certainty needs an infinite shift
+
+
+def test_welch_se_below_three_values_and_at_equal_spreads():
+    assert all(np.isnan(v) for v in welch_se([1.0, 2.0], [1.0, 2.0, 3.0]))
+    se, nu = welch_se([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])  # v_x = v_y = 1/3: nu = 4
+    assert (se, nu) == (pytest.approx(np.sqrt(2 / 3)), pytest.approx(4.0))

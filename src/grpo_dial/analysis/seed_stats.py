@@ -40,6 +40,8 @@ import numpy as np
 from scipy import stats
 
 MIN_SEEDS = 3  # fewest finite values that get a t interval
+MAX_SHIFT = 100.0  # standard errors: the detectable shift's search bracket (one degree of freedom
+#                    and 99.9 % power need about 40)
 
 
 class SeedInterval(NamedTuple):
@@ -119,15 +121,14 @@ def detectable_shift(se: float, df: float, level: float = 0.9, power: float = 0.
     """The smallest shift a two-sided t test at `level` detects with probability `power`
     (module docstring): rejection_power(shift, se, df, level) = power; NaN as rejection_power,
     or when power is not above the test's size 1 - level."""
-    if not 1 - level < power < 1:
+    if not (1 - level) + 1e-12 < power < 1:  # at the size itself (to rounding) no shift is needed
         return float("nan")
     if np.isnan(rejection_power(0.0, se, df, level)):
         return float("nan")
     from scipy.optimize import brentq
 
-    crit = float(stats.t.ppf((1 + level) / 2, df))
-    upper = crit + float(stats.norm.ppf(power)) + 10.0
-    nc = brentq(lambda d: rejection_power(d, 1.0, df, level) - power, 0.0, upper, xtol=1e-10)
+    # the power is 1 - level at 0 and rises to 1 well before MAX_SHIFT standard errors
+    nc = brentq(lambda d: rejection_power(d, 1.0, df, level) - power, 0.0, MAX_SHIFT, xtol=1e-10)
     return float(nc * se)
 
 
