@@ -240,17 +240,8 @@ def cancel_and_resume(results: Path, profile: Path, accounting: bool | None, loc
     Snakemake of either job. Returns a one-line note."""
     dial, seed = TRAIN
     run_dir = results / "train" / dial / f"seed{seed}"
-    ckpt = results / "checkpoints" / dial / f"seed{seed}"
-    log = results / "logs" / "train" / dial / f"seed{seed}.log"
-    reference = tables(run_dir)
-    weights = (run_dir / "final" / "model.safetensors").read_bytes()
-    shutil.rmtree(run_dir)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    log.unlink()
     start = time.perf_counter()
-    proc = snakemake(str(run_dir / "steps.parquet"), "--profile", str(profile),
-                     "--configfile", "config/smoke.yaml", "--config", f"results_dir={results}",
-                     popen=True)  # targets first: --config takes every word after it  # fmt: skip
+    reference, weights, log, ckpt, proc = rerun_train(results, profile, dial, seed)
     frozen = freeze_at_first_checkpoint(proc, ckpt, dial, seed)
     cancelled = None if frozen is None else frozen[0]
     if cancelled is not None:
