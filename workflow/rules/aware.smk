@@ -44,6 +44,7 @@ rule aware_base:
         **CHANNEL_PARAMS,
         model=config["model"]["base"],
         sgd_weights=config["aware_sweep"]["sgd_weights"],
+        kernel_rows=config["aware_sweep"]["kernel_rows"],
     conda:
         "../../envs/grpo-dial.yaml"
     script:
@@ -264,6 +265,7 @@ rule aware_probe:
         seed=config["train"]["seeds"][0],
         batches=config["aware_sweep"]["probe_batches"],
         sgd_weights=config["aware_sweep"]["sgd_weights"],
+        kernel_rows=config["aware_sweep"]["kernel_rows"],
         levels=AWARE_SWEEP_LEVELS,
     conda:
         "../../envs/grpo-dial.yaml"

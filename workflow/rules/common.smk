@@ -56,6 +56,7 @@ POLICY_ENABLED = PLAN.policy_enabled
 DAPO = config["dapo_consistency"]
 DAPO_CURVE = PLAN.dapo_curve
 BASE_MODEL = PLAN.base_model  # its directory (built or local) as a job input; [] for a hub id
+WARM_START_FROM = PLAN.warm_start_from  # the pretrained model rule warm_start tunes, or None
 TASK = PLAN.task
 TASK_INPUTS = PLAN.task_inputs
 ARM_FIELDS = PLAN.arm_fields  # arm -> {dial: Dial fields, allocation: Allocation fields}

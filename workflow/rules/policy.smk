@@ -1,7 +1,9 @@
 rule warm_start:
-    """Build the tiny character-level Llama and train it on the task's demonstrations."""
+    """Train the base policy on the task's demonstrations: the tiny character-level Llama built
+    here, or the pretrained model.base (warm_start.pretrained)."""
     input:
         **TASK_INPUTS,
+        **({"pretrained": WARM_START_FROM} if WARM_START_FROM else {}),
     output:
         model=directory(f"{RESULTS}/policy/base"),
         loss=f"{RESULTS}/policy/warm_start_loss.csv",
@@ -17,6 +19,7 @@ rule warm_start:
         task=TASK,
         spec=config["model"]["spec"],
         model_seed=config["model"]["seed"],
+        base=config["model"]["base"],
         device=config["model"]["device"],
         warm_start=config["warm_start"],
     conda:

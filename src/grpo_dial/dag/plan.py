@@ -49,7 +49,8 @@ class Plan:
     sim_tables: list
     length_bias_tables: list
     policy_enabled: bool
-    base_model: str | list  # the base model's directory (built or local), [] for a hub id
+    base_model: str | list  # the runs' base model's directory (built or local), [] for a hub id
+    warm_start_from: str | list | None  # the pretrained model rule warm_start tunes; None: tiny
     task: dict
     task_inputs: dict
     arms: dict[str, Arm]
@@ -116,14 +117,25 @@ def _check_policy_settings(config: Mapping) -> None:
             "model.spec.n_heads",
             f"{spec['n_heads']} heads do not divide hidden_size {spec['hidden_size']}",
         )
+    _check_style_weights(config)
+
+
+def _check_style_weights(config: Mapping) -> None:
     weights = config["warm_start"]["style_weights"]
     if weights and not any(w > 0 for w in weights.values()):
         fail("warm_start.style_weights", "every weight is 0; give at least one style a weight > 0")
 
 
+def warm_started(config: Mapping) -> bool:
+    """Whether the runs start from rule warm_start's model: the tiny policy always, a
+    pretrained base with warm_start.pretrained."""
+    return config["model"]["base"] == "tiny" or bool(config["warm_start"].get("pretrained"))
+
+
 def _base_model(config: Mapping, inputs: Inputs, policy_enabled: bool) -> str | list:
-    """The base model as a job input: the output of the rule that builds it (tiny, smollm2), or
-    the local directory model.base names; [] for hub:<id>, read by the job itself."""
+    """The model model.base names as a job input: the output of the rule that builds it (tiny,
+    smollm2), or the local directory model.base names; [] for hub:<id>, read by the job itself.
+    The runs' base is rule warm_start's model where `warm_started`, this model otherwise."""
     built = {
         "tiny": f"{inputs.results}/policy/base",
         "smollm2": f"{inputs.results}/models/smollm2-135m-instruct",
@@ -234,11 +246,14 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     _check_tables(config, policy_enabled)
     if policy_enabled and config["model"]["base"] == "tiny":  # the warm-started tiny Llama
         _check_policy_settings(config)
+    elif policy_enabled and warm_started(config):
+        _check_style_weights(config)
     dapo = config["dapo_consistency"]
     dapo_curve = None
     if dapo["curve"] is not None and dapo["table"] in tables:
         dapo_curve = inputs.data_file(dapo["curve"], "dapo_consistency.curve", dapo["optional"])
-    base_model = _base_model(config, inputs, policy_enabled)
+    pretrained = _base_model(config, inputs, policy_enabled)
+    base_model = f"{inputs.results}/policy/base" if warm_started(config) else pretrained
     the_task = task(config, inputs)
     arms = arm_checks.resolve_arms(config)
     if (why := backend_error(arms, config["train"]["max_new_tokens"])) is not None:
@@ -294,6 +309,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
         length_bias_tables=[name for name in config["length_bias"]["tables"] if name in tables],
         policy_enabled=policy_enabled,
         base_model=base_model,
+        warm_start_from=pretrained if config["model"]["base"] != "tiny" else None,
         task=the_task,
         task_inputs=task_inputs(the_task),
         arms=arms,

@@ -29,6 +29,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from grpo_dial.core.checks import opt as _opt
+from grpo_dial.data.prompting import encode_prompts
 from grpo_dial.data.tasks.base import Task
 from grpo_dial.policy.rollout import FORWARD_OVERHEAD_TOKENS as OVERHEAD
 from grpo_dial.policy.rollout import plan_buckets
@@ -144,16 +145,16 @@ def build_corpus(task: Task, config: WarmStartConfig) -> pd.DataFrame:
 
 
 def encode_examples(tokenizer, prompts: list[str], responses: list[str]) -> tuple[Tensor, Tensor]:
-    """Right-padded ids (C, L) of bos + prompt + response + eos, and labels (C, L) equal to the
-    ids on response and eos tokens, IGNORE elsewhere (bos, prompt, padding)."""
-    bos, eos, pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    """Right-padded ids (C, L) of prompt + response + eos, the prompt as RL encodes it (its chat
+    template's user turn, else bos + text: data/prompting.encode_prompts), and labels (C, L)
+    equal to the ids on response and eos tokens, IGNORE elsewhere (prompt, padding)."""
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     if eos is None or pad is None:
         raise ValueError("the tokenizer needs an eos and a pad token for the warm start")
-    head = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    head = encode_prompts(tokenizer, list(prompts))
     tail = tokenizer(list(responses), add_special_tokens=False)["input_ids"]
     seqs, n_ctx = [], []
     for h, t in zip(head, tail, strict=True):
-        h = h if bos is None or (h and h[0] == bos) else [bos, *h]
         seqs.append(h + t + [eos])
         n_ctx.append(len(h))
     lengths = np.array([len(s) for s in seqs])  # (C,)

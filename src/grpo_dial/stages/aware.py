@@ -70,7 +70,8 @@ def aware_base(input: Mapping, output: Mapping, params: Mapping) -> None:
     rollouts, table = _base_sample(model, tokenizer, params)
     base = step_table(table).assign(special_mass=special_mass(model, tokenizer, rollouts))
     weights = tuple(dict.fromkeys(("all", params.get("sgd_weights", "all"))))
-    kernel = tail_kernel(model, tokenizer, rollouts, weights=weights)
+    kernel = tail_kernel(model, tokenizer, rollouts, rows=int(params.get("kernel_rows", 512)),
+                         weights=weights)  # fmt: skip
     log.info("base policy at step 0:\n%s\ntail kernel:\n%s", base.T.to_string(), kernel)
     write_table(table, output["responses"])
     write_table(base, output["base"])
@@ -244,8 +245,9 @@ def aware_probe(input: Mapping, output: Mapping, params: Mapping) -> None:
     _threads(params)
     model, tokenizer = load_policy(base_model_path(input, params), device=params["device"],
                                    dtype="float32")  # fmt: skip
-    j_wrong, j_correct, _ = mode_gradients(model, tokenizer, _base_sample(model, tokenizer,
-                                                                          params)[0])  # fmt: skip
+    j_wrong, j_correct, _ = mode_gradients(model, tokenizer,
+                                           _base_sample(model, tokenizer, params)[0],
+                                           rows=int(params.get("kernel_rows", 512)))  # fmt: skip
     kernels, base = read_table(input["kernel"]), read_table(input["base"])
     check_kernel(j_wrong, j_correct, kernel_of(kernels, "all"))
     weights = [w for w in dict.fromkeys(("all", params.get("sgd_weights", "all")))]

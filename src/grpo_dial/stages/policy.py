@@ -39,11 +39,14 @@ def _task(params: Mapping):
 
 
 def warm_start(input: Mapping, output: Mapping, params: Mapping) -> None:
-    """Build the tiny char-level Llama for the task's alphabet and warm-start it."""
+    """Warm-start the base policy on the task's demonstrations: the tiny char-level Llama for
+    the task's alphabet, or (warm_start.pretrained, model.base not tiny) the pretrained model in
+    float32 from its own weights and tokenizer."""
     from grpo_dial.policy.model import (
         PolicySpec,
         build_char_tokenizer,
         build_tiny_llama,
+        load_policy,
         save_policy,
     )
     from grpo_dial.policy.warm_start import WarmStartConfig
@@ -51,10 +54,15 @@ def warm_start(input: Mapping, output: Mapping, params: Mapping) -> None:
 
     params = _prepare_job(params)
     task = _task(params)
-    tokenizer = build_char_tokenizer(task.alphabet)
-    model = build_tiny_llama(PolicySpec(**params["spec"]), tokenizer, seed=params["model_seed"])
-    model.to(params["device"])
     settings = dict(params["warm_start"])
+    if settings.pop("pretrained", False) and params.get("base", "tiny") != "tiny":
+        source = str(input["pretrained"]) if input.get("pretrained") else str(params["base"])
+        model, tokenizer = load_policy(source, device=params["device"], dtype="float32")
+    else:
+        tokenizer = build_char_tokenizer(task.alphabet)
+        model = build_tiny_llama(PolicySpec(**params["spec"]), tokenizer,
+                                 seed=params["model_seed"])  # fmt: skip
+        model.to(params["device"])
     settings["style_weights"] = tuple(settings["style_weights"].items())
     curve = run_warm_start(task, model, tokenizer, WarmStartConfig(**settings))
     log.info("warm start: loss %.3f -> %.3f", curve["loss"].iloc[0], curve["loss"].iloc[-1])

@@ -35,6 +35,14 @@ def base_responses(
     with torch.no_grad():
         r = generate_groups(model, tokenizer, problems, samples, max_new_tokens, temperature,
                             generator, prefixes=prefixes)  # fmt: skip
+    if prefixes and r.forced is not None:
+        chars = np.array([len(p) for p in prefixes])  # (N,)
+        if (bad := np.flatnonzero(r.forced.cpu().numpy() != chars)).size:
+            raise ValueError(
+                f"the tokenizer writes the forced core {prefixes[bad[0]]!r} in "
+                f"{int(r.forced[bad[0]])} tokens, not one per character: the aware tables count "
+                "its tokens by its characters; use a tokenizer that splits digits and the modes"
+            )
     verdicts = [task.verify(p, t, f) for p, t, f in zip(r.problems, r.texts, r.finished.tolist(),
                                                          strict=True)]  # fmt: skip
     splits = [task.length_split(p, t) for p, t in zip(r.problems, r.texts, strict=True)]
@@ -66,6 +74,17 @@ def _forward(model, r):
     return logits[:, p - 1 : -1]  # (N, T, V): row t predicts response token t
 
 
+CHUNK = 64  # rows per forward of the base sample (the logits are rows x T x vocabulary)
+
+
+def _chunks(r, size: int = CHUNK):
+    """r's rows in consecutive chunks of at most `size` (Rollouts.select)."""
+    import torch
+
+    for start in range(0, len(r), size):
+        yield r.select(torch.arange(start, min(start + size, len(r))))
+
+
 def special_mass(model, tokenizer, r) -> float:
     """Mean over the responses' sampled tokens of the softmax mass on the ids the sampler
     masks (policy/rollout/sample.banned_ids): what its distribution differs from the policy's."""
@@ -76,9 +95,13 @@ def special_mass(model, tokenizer, r) -> float:
     banned = banned_ids(tokenizer, eos_ids(model, tokenizer))
     if not banned:
         return 0.0
+    total, count = 0.0, 0
     with torch.no_grad():
-        probs = torch.softmax(_forward(model, r).float(), -1)[..., banned].sum(-1)  # (N, T)
-    return float(probs[r.response_mask.bool()].mean())
+        for part in _chunks(r):
+            probs = torch.softmax(_forward(model, part).float(), -1)[..., banned].sum(-1)
+            mask = part.response_mask.bool()  # (n, T)
+            total, count = total + float(probs[mask].double().sum()), count + int(mask.sum())
+    return total / count if count else float("nan")
 
 
 def _decisions(r) -> np.ndarray:
@@ -107,15 +130,22 @@ def mode_gradients(model, tokenizer, r, rows: int = 512):
     params = [p for p in model.parameters() if p.requires_grad]
     grads, counts = {}, {}
     for name, m in (("e", "~"), ("c", "=")):
-        sel = torch.tensor(decide & (mode == m)[:, None])  # (N, T)
+        sel = decide & (mode == m)[:, None]  # (N, T)
         counts[name] = int(sel.sum())
         if not counts[name]:
             grads[name] = None
             continue
-        logits = _forward(model, r).float()  # (N, T, V)
-        cont = torch.logsumexp(logits[..., keep], -1) - torch.logsumexp(logits[..., eos], -1)
-        g = torch.autograd.grad(cont[sel].mean(), params)
-        grads[name] = torch.cat([x.reshape(-1) for x in g]).double()
+        total = None  # the mean's gradient, summed chunk by chunk (bounded logits memory)
+        for start, part in zip(range(0, len(r), CHUNK), _chunks(r), strict=True):
+            part_sel = torch.tensor(sel[start : start + len(part)])  # (n, T)
+            if not part_sel.any():
+                continue
+            logits = _forward(model, part).float()  # (n, T, V)
+            cont = torch.logsumexp(logits[..., keep], -1) - torch.logsumexp(logits[..., eos], -1)
+            g = torch.autograd.grad(cont[part_sel].sum() / counts[name], params)
+            flat = torch.cat([x.reshape(-1) for x in g]).double()
+            total = flat if total is None else total + flat
+        grads[name] = total
     return grads["e"], grads["c"], counts
 
 

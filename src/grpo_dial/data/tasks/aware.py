@@ -5,8 +5,11 @@ A response is  mode  answer  tail:
     answer  len(reference) digits: the sum with probability compute_accuracy after "=" and
             estimate_accuracy after "~", else the sum with one digit changed (same length, no
             leading zero), so right and wrong cores have exactly equal lengths
-    tail    any characters after the answer (the demonstrations write "." T times, T geometric
-            with mean tail_mean, independent of mode and correctness); never read by the verdict
+    tail    any characters after the answer (the demonstrations write the filler, "." by default,
+            T times, T geometric with mean tail_mean, independent of mode and correctness); never
+            read by the verdict. A subword tokenizer may merge repeated fillers into one token
+            ("....." is one SmolLM2 token): pick a filler it writes as one token per repeat
+            (" ." for SmolLM2), so the demonstrations' T is the tail's length in tokens.
 The core (mode + answer, 1 + len(reference) characters) is not the policy's choice: the trainer
 asks `response_prefix` for it, forces it into the response (policy/rollout/forced.py) and masks
 its tokens out of the policy gradient, while they still count in |o|. The mode therefore keeps
@@ -77,7 +80,6 @@ class AwareTask:
 
     name: ClassVar[str] = "aware"
     styles: ClassVar[tuple[str, ...]] = ("tail",)
-    alphabet: ClassVar[str] = "0123456789+=" + ESTIMATE + FILLER
 
     operands: tuple[int, int] = _opt((2, 3), "[min, max] operands of the arithmetic prompts.")
     digits: tuple[int, int] = _opt((1, 3), "[min, max] digits of the arithmetic prompts' levels.")
@@ -90,6 +92,10 @@ class AwareTask:
     )
     tail_mean: float = _opt(
         3.0, "Mean of the demonstrations' geometric tail length T (characters after the answer)."
+    )
+    filler: str = _opt(
+        FILLER, "The text the demonstrations repeat T times after the answer (1-8 printable ASCII "
+        "characters); one token per repeat under the policy's tokenizer keeps T in tokens."
     )
     score_truncated: bool = _opt(
         False,
@@ -104,6 +110,9 @@ class AwareTask:
                 raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
         if not isinstance(self.score_truncated, bool):
             raise ValueError(f"score_truncated must be true or false, got {self.score_truncated!r}")
+        f = self.filler
+        if not isinstance(f, str) or not 1 <= len(f) <= 8 or not (f.isascii() and f.isprintable()):
+            raise ValueError(f"filler must be 1-8 printable ASCII characters, got {f!r}")
         t = self.tail_mean
         if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 64:
             raise ValueError(f"tail_mean must be a number in [0, 64], got {t!r}")
@@ -113,6 +122,13 @@ class AwareTask:
         )
         object.__setattr__(self, "operands", self._sums.operands)
         object.__setattr__(self, "digits", self._sums.digits)
+
+    @property
+    def alphabet(self) -> str:
+        """Every character a prompt or a response can contain: digits, "+", the modes, the
+        filler's characters."""
+        return "0123456789+=" + ESTIMATE + "".join(c for c in dict.fromkeys(self.filler)
+                                                     if c not in "0123456789+=" + ESTIMATE)
 
     # ------------------------------------------------------------------------- the numbers
 
@@ -168,7 +184,7 @@ class AwareTask:
             )
         q = self.tail_mean / (1 + self.tail_mean)  # continue probability: E[T] = q / (1 - q)
         t = int(rng.geometric(1 - q)) - 1 if q > 0 else 0  # numpy's geometric starts at 1
-        return self.response_prefix(problem, rng) + FILLER * t
+        return self.response_prefix(problem, rng) + self.filler * t
 
     def read(self, problem: Problem, response: str) -> Core:
         """Mode, answer and tail of a response (by position: the core has 1 + len(ref) chars)."""
