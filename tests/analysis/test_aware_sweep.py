@@ -20,7 +20,12 @@ from grpo_dial.analysis.aware.dose import (
     sgd_prediction,
     sgd_rate,
 )
-from grpo_dial.analysis.aware.kernel import base_responses, special_mass, tail_kernel
+from grpo_dial.analysis.aware.kernel import (
+    base_responses,
+    check_core_tokens,
+    special_mass,
+    tail_kernel,
+)
 from grpo_dial.analysis.aware.tabular import push_moments
 from grpo_dial.backends.own_cells import train_cell
 from grpo_dial.core.dial import preset, read_arm
@@ -299,7 +304,9 @@ def test_base_responses_are_a_step_zero_responses_table(tiny):
     assert table["group"].tolist() == [g for g in range(4) for _ in range(4)]
 
 
-def test_special_mass_is_the_softmax_mass_the_sampler_masks(tiny):
+@pytest.mark.parametrize("chunk", [64, 5])  # one forward, or chunks of 5 rows (a short last one)
+def test_special_mass_is_the_softmax_mass_the_sampler_masks(tiny, chunk, monkeypatch):
+    monkeypatch.setattr("grpo_dial.analysis.aware.kernel.CHUNK", chunk)
     task, tok, model = tiny
     r, _ = _sample(tiny)
     ids = torch.cat([r.prompt_ids, r.response_ids], 1)
@@ -319,7 +326,9 @@ def test_special_mass_is_the_softmax_mass_the_sampler_masks(tiny):
     assert p >= 1 and special_mass(model, tok, r) == pytest.approx(total / count, rel=1e-4)
 
 
-def test_tail_kernel_against_a_per_row_reference(tiny):
+@pytest.mark.parametrize("chunk", [64, 5, 1])  # chunks of 1 row: some hold no row of a mode
+def test_tail_kernel_against_a_per_row_reference(tiny, chunk, monkeypatch):
+    monkeypatch.setattr("grpo_dial.analysis.aware.kernel.CHUNK", chunk)
     task, tok, model = tiny
     r, table = _sample(tiny, n_problems=6, samples=4, seed=3)
     k = tail_kernel(model, tok, r).iloc[0]
@@ -350,6 +359,12 @@ def test_tail_kernel_against_a_per_row_reference(tiny):
     assert k["k_ec"] == pytest.approx(float(e @ c), rel=1e-4)
     assert k["k_diff"] == pytest.approx(float((e - c) @ (e - c)), rel=1e-3)
     assert k["l1_estimate"] == pytest.approx(float(e.abs().sum()), rel=1e-4)
+
+
+def test_a_core_not_written_one_token_per_character_is_refused():
+    check_core_tokens(["=12", "~7"], np.array([3, 2]))
+    with pytest.raises(ValueError, match=r"^the tokenizer writes the forced core '~70' in 2 "):
+        check_core_tokens(["=12", "~70"], np.array([3, 2]))  # "~7" merged into one token
 
 
 def test_train_cell_trains_every_seed_with_the_trainers_step(tiny, tmp_path):

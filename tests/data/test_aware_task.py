@@ -119,6 +119,21 @@ def test_demonstration_tail_geometric_and_blind():
         task.demonstration(P331, "terse", rng)
 
 
+def test_the_filler_writes_the_tail_and_joins_the_alphabet():
+    default, spaced = AwareTask(), AwareTask(filler=" .")
+    assert default.alphabet == "0123456789+=~."  # the tiny tokenizer's vocabulary, unchanged
+    assert spaced.alphabet == "0123456789+=~ ."
+    assert AwareTask(filler="~=").alphabet == "0123456789+=~"
+    a = default.demonstration(P331, "tail", np.random.default_rng(5))
+    b = spaced.demonstration(P331, "tail", np.random.default_rng(5))
+    assert len(a) > 4 and b == a[:4] + " ." * (len(a) - 4)  # the same draws, T repeats
+    core = spaced.read(P331, b)
+    assert core.tail == " ." * (len(a) - 4) and spaced.verify(P331, b, True).answer == a[1:4]
+    for bad in ("", "x" * 9, "\n", 3, "é"):
+        with pytest.raises(ValueError, match=r"^filler must be 1-8 printable ASCII characters"):
+            AwareTask(filler=bad)
+
+
 def test_problems_are_arithmetics():
     from grpo_dial.data.tasks import ArithmeticTask
 

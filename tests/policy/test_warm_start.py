@@ -86,6 +86,24 @@ def test_loss_only_on_response_and_eos(tok):
     ]
 
 
+def test_a_chat_template_encodes_the_prompt_as_rl_does(tok):
+    from grpo_dial.data.prompting import encode_prompts
+
+    chat = build_char_tokenizer(TASK.alphabet)
+    chat.chat_template = (  # a template of the alphabet's characters: "+" user "=" assistant
+        "{% for m in messages %}+{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}={% endif %}"
+    )
+    ids, labels = encode_examples(chat, ["12", "7"], ["12;12", "7"])
+    enc = lambda s: chat(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    head = encode_prompts(chat, ["12", "7"])
+    assert head == [enc("+12="), enc("+7=")]  # no bos: the template writes the turn
+    eos = chat.eos_token_id
+    row0, row1 = head[0] + enc("12;12") + [eos], head[1] + enc("7") + [eos]
+    assert ids.tolist() == [row0, row1 + [chat.pad_token_id] * 5]
+    assert labels.tolist()[1] == [IGNORE] * 3 + row1[3:] + [IGNORE] * 5
+
+
 def _cfg(**kw):
     base = dict(
         steps=250, batch_size=32, lr=3e-3, warmup_steps=20, corpus_size=2000, progress=False

@@ -36,13 +36,7 @@ def base_responses(
         r = generate_groups(model, tokenizer, problems, samples, max_new_tokens, temperature,
                             generator, prefixes=prefixes)  # fmt: skip
     if prefixes and r.forced is not None:
-        chars = np.array([len(p) for p in prefixes])  # (N,)
-        if (bad := np.flatnonzero(r.forced.cpu().numpy() != chars)).size:
-            raise ValueError(
-                f"the tokenizer writes the forced core {prefixes[bad[0]]!r} in "
-                f"{int(r.forced[bad[0]])} tokens, not one per character: the aware tables count "
-                "its tokens by its characters; use a tokenizer that splits digits and the modes"
-            )
+        check_core_tokens(prefixes, r.forced.cpu().numpy())
     verdicts = [task.verify(p, t, f) for p, t, f in zip(r.problems, r.texts, r.finished.tolist(),
                                                          strict=True)]  # fmt: skip
     splits = [task.length_split(p, t) for p, t in zip(r.problems, r.texts, strict=True)]
@@ -62,6 +56,20 @@ def base_responses(
     return r, table
 
 
+def check_core_tokens(prefixes: Sequence[str], forced: np.ndarray) -> None:
+    """Refuse forced cores not written one token per character (forced (N,): their token
+    counts): the aware tables (analysis/aware/runs.step_table) count a core's tokens by its
+    characters."""
+    chars = np.array([len(p) for p in prefixes])  # (N,)
+    if (bad := np.flatnonzero(np.asarray(forced) != chars)).size:
+        i = int(bad[0])
+        raise ValueError(
+            f"the tokenizer writes the forced core {prefixes[i]!r} in {int(forced[i])} tokens, "
+            "not one per character, which the aware tables assume; use a tokenizer that splits "
+            "digits and the modes '=' and '~'"
+        )
+
+
 def _forward(model, r):
     """Logits (N, T, V) predicting each response token of rollouts r, with the gradient."""
     import torch
@@ -77,12 +85,12 @@ def _forward(model, r):
 CHUNK = 64  # rows per forward of the base sample (the logits are rows x T x vocabulary)
 
 
-def _chunks(r, size: int = CHUNK):
-    """r's rows in consecutive chunks of at most `size` (Rollouts.select)."""
+def _chunks(r):
+    """r's rows in consecutive chunks of at most CHUNK (Rollouts.select)."""
     import torch
 
-    for start in range(0, len(r), size):
-        yield r.select(torch.arange(start, min(start + size, len(r))))
+    for start in range(0, len(r), CHUNK):
+        yield r.select(torch.arange(start, min(start + CHUNK, len(r))))
 
 
 def special_mass(model, tokenizer, r) -> float:

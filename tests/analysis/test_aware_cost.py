@@ -1,0 +1,36 @@
+"""The aware sweep's predicted job seconds (analysis/aware/cost.py) by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_dial.analysis.aware.cost import aware_job_seconds
+from grpo_dial.policy.step_time import Device
+
+N = 134_515_008  # SmolLM2-135M's parameters, the tied head included
+
+
+def test_every_job_by_hand():
+    config = {
+        "model": {"base": "smollm2"},
+        "train": {"prompts_per_step": 2, "group_size": 4, "seeds": [0, 1, 2], "steps": 5},
+        "warm_start": {"steps": 7, "batch_size": 3},
+        "channel": {"prompts": 2, "samples": 3},
+        "aware_sweep": {"optimizers": ["adamw"], "levels": ["a0", "a80"], "kernel_rows": 10,
+                        "probe_batches": 4},
+    }  # fmt: skip
+    device = Device("round", flops=1e10, call_s=0.5)
+    t = aware_job_seconds(config, ["grpo", "dr_grpo", "nostd"], device, prompt=30,
+                          mean_response=10, longest=6).set_index("job")  # fmt: skip
+    per = lambda flop: flop * N / 1e10  # noqa: E731  seconds of `flop` FLOPs per parameter
+    step = per(8 * 8 * 40) + 6 * 0.5  # 8 rows x 40 tokens, 6 decode calls
+    sample = per(2 * 24 * 40) + 3.0  # 2 prompts x 3 samples x 4 rounds = 24 rows
+    kernel = per(2 * 10 * 40 * 6)  # 10 of the 24 rows, forward and backward, once per mode
+    assert t.loc["warm_start", "seconds"] == pytest.approx(per(6 * 7 * 3 * 40), rel=1e-12)
+    assert t.loc["aware_base", "seconds"] == pytest.approx(sample + per(2 * 24 * 40) + kernel,
+                                                           rel=1e-12)  # fmt: skip
+    assert t.loc["aware_probe", "steps"] == 2 * 3 * 4
+    assert t.loc["aware_probe", "seconds"] == pytest.approx(sample + kernel + 24 * step, rel=1e-12)
+    assert t.loc["aware_sweep_cell", ["jobs", "steps"]].tolist() == [1 * 2 * 3, 3 * 5]
+    assert t.loc["aware_sweep_cell", "seconds"] == pytest.approx(6 * 15 * step, rel=1e-12)
+    assert t.loc["aware_frozen_cell", "seconds"] == pytest.approx(15 * step, rel=1e-12)
