@@ -101,6 +101,18 @@ def test_a_silent_batch_moves_nothing(tiny):
     assert (probe["grad_norm"] == 0.0).all()
 
 
+def test_gradients_too_large_to_keep_give_the_same_adam_moves_in_two_passes(tiny):
+    """keep_bytes below the batches' gradients: the squares' sum, then the same batches again
+    (the trainer's draws repeat at lr 0), equal to keeping every gradient."""
+    task, tok, model, _, e, c = tiny
+    arm = read_arm({"preset": "grpo"})
+    problems, heldout = task.problems("train", 8, 0), task.problems("heldout", 1, 0)
+    args = (model, tok, task, problems, heldout, arm.dial, _config(arm), 3, e, c)
+    kept, streamed = probe_batches(*args), probe_batches(*args, keep_bytes=0)
+    assert kept["adam_contrast"].abs().gt(0).all()
+    pd.testing.assert_frame_equal(kept, streamed, rtol=1e-12, atol=0)
+
+
 def test_probe_batches_refuses_no_batches(tiny):
     task, tok, model, _, e, c = tiny
     arm = read_arm({"preset": "grpo"})

@@ -84,44 +84,74 @@ def _flat_grad(params):
     return torch.cat([p.grad.reshape(-1) for p in params]).double()
 
 
+KEEP_BYTES = 2**31  # the probe's batch gradients (float64) it holds at once: 2 GiB
+
+
 def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
-                  j_wrong, j_correct, also: Mapping | None = None) -> pd.DataFrame:  # fmt: skip
+                  j_wrong, j_correct, also: Mapping | None = None,
+                  keep_bytes: int = KEEP_BYTES) -> pd.DataFrame:  # fmt: skip
     """One row per batch (batch, wrong, correct, contrast, grad_norm, and Adam's first-order
     moves adam_*, `adam_moves`): `batches` steps of the trainer (train.loop.run_step) at the base
     policy with SGD at learning rate 0 and no clipping, each batch's gradient projected by
     `mode_moves` (module docstring); NaN for a non-finite step. also: name -> (J_~, J_=)
     projected on the same gradients as columns wrong_<name>, correct_<name>, contrast_<name>
     (with J restricted to the weights a masked SGD step moves, J_masked . g = J . (mask g) is
-    that step's move). Raises if the weights moved."""
-    from dataclasses import replace
-
+    that step's move). The batches' gradients are kept for `adam_moves` while they fit in
+    keep_bytes; beyond that only their squares' sum is, and a second pass over the same batches
+    (the trainer's draws repeat from its seed at lr 0) projects each one. Raises if the
+    weights moved."""
     import torch
-
-    from grpo_dial.train import loop
 
     if batches < 1:
         raise ValueError(f"batches must be >= 1, got {batches}")
-    config = replace(config, optimizer="sgd", grad_clip=None, weight_decay=0.0, kl_coef=0.0)
     params = [p for p in model.parameters() if p.requires_grad]
     before = torch.cat([p.detach().reshape(-1) for p in params]).clone()
-    run = loop.new_run(model, tokenizer, None, problems, heldout, dial, config, None)
-    for group in run.optimizer.param_groups:
-        group["lr"] = 0.0  # SGD at lr 0: the step leaves every weight and .grad as they are
-    rows, grads = [], []
-    for b in range(batches):
-        result = loop.run_step(run, task, dial, config, b + 1)
-        g = _flat_grad(params)
+    keep = batches * sum(p.numel() for p in params) * 8 <= keep_bytes
+    rows, grads, squares, count = [], [], None, 0
+    for b, result, g in _base_steps(model, tokenizer, task, problems, heldout, dial, config,
+                                    batches):  # fmt: skip
         row = {"batch": b, "grad_norm": float(result.grad_norm)}
         for name, (jw, jc) in {"": (j_wrong, j_correct), **(also or {})}.items():
             w, c = mode_moves(g, jw, jc) if g is not None else (math.nan, math.nan)
             sfx = f"_{name}" if name else ""
             row |= {f"wrong{sfx}": w, f"correct{sfx}": c, f"contrast{sfx}": w - c}
         rows.append(row)
-        grads.append(g)
+        if keep:
+            grads.append(g)
+        elif g is not None:
+            squares, count = (g * g if squares is None else squares.add_(g * g)), count + 1
+    if keep:
+        adam = adam_moves(grads, j_wrong, j_correct)
+    else:
+        rms = None if squares is None else (squares / count).sqrt_().add_(ADAM_EPS)
+        adam = {"adam_wrong": [], "adam_correct": [], "adam_contrast": []}
+        for _, _, g in _base_steps(model, tokenizer, task, problems, heldout, dial, config,
+                                   batches):  # fmt: skip
+            w, c = mode_moves(g / rms, j_wrong, j_correct) if g is not None else (math.nan,) * 2
+            adam["adam_wrong"].append(w)
+            adam["adam_correct"].append(c)
+            adam["adam_contrast"].append(w - c)
     after = torch.cat([p.detach().reshape(-1) for p in params])
     if not torch.equal(before, after):
         raise RuntimeError("probe_batches: the weights moved; the probe must stay at the base")
-    return pd.DataFrame(rows).assign(**adam_moves(grads, j_wrong, j_correct))
+    return pd.DataFrame(rows).assign(**adam)
+
+
+def _base_steps(model, tokenizer, task, problems, heldout, dial, config, batches: int):
+    """(batch, step result, flat gradient or None) of `batches` steps of the trainer at the base
+    policy: SGD at learning rate 0, no clipping, decay or KL (each step leaves the weights)."""
+    from dataclasses import replace
+
+    from grpo_dial.train import loop
+
+    config = replace(config, optimizer="sgd", grad_clip=None, weight_decay=0.0, kl_coef=0.0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    run = loop.new_run(model, tokenizer, None, problems, heldout, dial, config, None)
+    for group in run.optimizer.param_groups:
+        group["lr"] = 0.0  # SGD at lr 0: the step leaves every weight and .grad as they are
+    for b in range(batches):
+        result = loop.run_step(run, task, dial, config, b + 1)
+        yield b, result, _flat_grad(params)
 
 
 ADAM_EPS = 1e-8  # torch.optim.AdamW's default eps, the trainer's
