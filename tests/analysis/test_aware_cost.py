@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 
 from grpo_dial.analysis.aware.cost import aware_job_seconds
+from grpo_dial.analysis.aware.probe import probe_passes
 from grpo_dial.policy.step_time import Device
 
 N = 134_515_008  # SmolLM2-135M's parameters, the tied head included
+
+
+def test_the_probe_keeps_what_fits_in_two_gib():
+    assert probe_passes(1, N) == 1 and probe_passes(2, N) == 2  # 2 x 8 N bytes = 2.0044 GiB
+    assert probe_passes(200, 2**20) == 1 and probe_passes(257, 2**20) == 2  # 256 x 8 MiB = 2 GiB
+    assert probe_passes(3, 10, keep_bytes=240) == 1 and probe_passes(3, 10, keep_bytes=239) == 2
 
 
 def test_every_job_by_hand():
@@ -29,8 +36,9 @@ def test_every_job_by_hand():
     assert t.loc["warm_start", "seconds"] == pytest.approx(per(6 * 7 * 3 * 40), rel=1e-12)
     assert t.loc["aware_base", "seconds"] == pytest.approx(sample + per(2 * 24 * 40) + kernel,
                                                            rel=1e-12)  # fmt: skip
-    assert t.loc["aware_probe", "steps"] == 2 * 3 * 4
-    assert t.loc["aware_probe", "seconds"] == pytest.approx(sample + kernel + 24 * step, rel=1e-12)
+    # 4 float64 gradients of N weights (4.3 GB) exceed the probe's 2 GiB: two passes
+    assert t.loc["aware_probe", "steps"] == 2 * 3 * 4 * 2
+    assert t.loc["aware_probe", "seconds"] == pytest.approx(sample + kernel + 48 * step, rel=1e-12)
     assert t.loc["aware_sweep_cell", ["jobs", "steps"]].tolist() == [1 * 2 * 3, 3 * 5]
     assert t.loc["aware_sweep_cell", "seconds"] == pytest.approx(6 * 15 * step, rel=1e-12)
     assert t.loc["aware_frozen_cell", "seconds"] == pytest.approx(15 * step, rel=1e-12)

@@ -39,6 +39,8 @@ rule aware_base:
     benchmark:
         f"{RESULTS}/benchmarks/aware/aware_base.tsv"
     threads: config["train"]["threads"]
+    resources:
+        gpu=GPU,  # one GPU job at a time per GPU (0 on CPU)
     params:
         code=fingerprint("aware_base"),  # the source it runs: an edit reruns it
         **CHANNEL_PARAMS,
@@ -180,6 +182,8 @@ rule aware_sweep_cell:
     benchmark:
         f"{RESULTS}/benchmarks/aware_sweep/{{optimizer}}/{{level}}/{{dial}}.tsv"
     threads: config["train"]["threads"]
+    resources:
+        gpu=GPU,  # one GPU job at a time per GPU (0 on CPU)
     params:
         code=fingerprint("aware_sweep_cell"),  # the source it runs: an edit reruns it
         task=TASK,
@@ -217,6 +221,8 @@ rule aware_frozen_cell:
     benchmark:
         f"{RESULTS}/benchmarks/aware_sweep/{AWARE_FROZEN}.tsv"
     threads: config["train"]["threads"]
+    resources:
+        gpu=GPU,  # one GPU job at a time per GPU (0 on CPU)
     params:
         code=fingerprint("aware_frozen_cell"),  # the source it runs: an edit reruns it
         task=TASK,
@@ -255,6 +261,8 @@ rule aware_probe:
     benchmark:
         f"{RESULTS}/benchmarks/aware_sweep/aware_probe.tsv"
     threads: config["train"]["threads"]
+    resources:
+        gpu=GPU,  # one GPU job at a time per GPU (0 on CPU)
     params:
         code=fingerprint("aware_probe"),  # the source it runs: an edit reruns it
         **CHANNEL_PARAMS,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from grpo_dial.analysis.aware.probe import mode_moves
+from grpo_dial.analysis.aware.probe import KEEP_BYTES, mode_moves, probe_passes
 from grpo_dial.analysis.aware.runs import step_table
 from grpo_dial.policy.masks import restrict, weight_masks
 
@@ -84,9 +84,6 @@ def _flat_grad(params):
     return torch.cat([p.grad.reshape(-1) for p in params]).double()
 
 
-KEEP_BYTES = 2**31  # the probe's batch gradients (float64) it holds at once: 2 GiB
-
-
 def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batches: int,
                   j_wrong, j_correct, also: Mapping | None = None,
                   keep_bytes: int = KEEP_BYTES) -> pd.DataFrame:  # fmt: skip
@@ -106,7 +103,7 @@ def probe_batches(model, tokenizer, task, problems, heldout, dial, config, batch
         raise ValueError(f"batches must be >= 1, got {batches}")
     params = [p for p in model.parameters() if p.requires_grad]
     before = torch.cat([p.detach().reshape(-1) for p in params]).clone()
-    keep = batches * sum(p.numel() for p in params) * 8 <= keep_bytes
+    keep = probe_passes(batches, sum(p.numel() for p in params), keep_bytes) == 1
     rows, grads, squares, count = [], [], None, 0
     for b, result, g in _base_steps(model, tokenizer, task, problems, heldout, dial, config,
                                     batches):  # fmt: skip

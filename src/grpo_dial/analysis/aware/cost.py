@@ -7,7 +7,8 @@ the base policy's prompt and response lengths.
                      forward (the masked mass) and the kernel: kernel_rows forwards and
                      backwards, once per mode
   aware_probe        the base sample and the kernel again, then probe_batches trainer steps per
-                     (level, arm)
+                     (level, arm), twice where their gradients do not fit in memory
+                     (analysis/aware/probe.probe_passes)
   aware_sweep_cell   seeds x steps trainer steps, one cell per (optimizer, level, arm)
   aware_frozen_cell  seeds x steps trainer steps (the control)
 
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from grpo_dial.analysis.aware.probe import probe_passes
 from grpo_dial.policy.memory import shape_of
 from grpo_dial.policy.step_time import Device, matmul_params, step_seconds
 
@@ -48,7 +50,8 @@ def aware_job_seconds(config: Mapping, arms: Sequence[str], device: Device, prom
     base = sample + sample_rows * tokens * per_token["forward"] + kernel
     levels, seeds, steps = sweep["levels"], train["seeds"], train["steps"]
     cells = len(sweep["optimizers"]) * len(levels) * len(arms)
-    probe_steps = len(levels) * len(arms) * sweep["probe_batches"]
+    probe_steps = (len(levels) * len(arms) * sweep["probe_batches"]
+                   * probe_passes(sweep["probe_batches"], shape.params))  # fmt: skip
     rows_out = [
         ("warm_start", 1, ws["steps"], warm),
         ("aware_base", 1, 0, base),

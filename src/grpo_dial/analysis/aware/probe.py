@@ -40,6 +40,13 @@ import pandas as pd
 from grpo_dial.analysis.seed_stats import t_interval
 
 PROBE_BATCHES = 200  # batches per (level, arm), each one forward and backward of the policy
+KEEP_BYTES = 2**31  # the batches' float64 gradients the probe holds at once; beyond, two passes
+
+
+def probe_passes(batches: int, params: int, keep_bytes: int = KEEP_BYTES) -> int:
+    """Passes over the probe's batches: 1 while `batches` float64 gradients of `params` weights
+    fit in keep_bytes, else 2 (their squares' sum, then each batch projected)."""
+    return 1 if batches * params * 8 <= keep_bytes else 2
 QUANTITIES = ("wrong", "correct", "contrast")  # dtheta_~, dtheta_=, their difference
 PROBE_COLUMNS = (
     "optimizer level a dial quantity n_batches mean se sd lo hi predicted ratio clipped_mean "
