@@ -59,7 +59,7 @@ def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Pa
 
 def test_the_powered_overlay_plans_one_level_of_adamw_cells(tmp_path: Path):
     config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_powered.yaml")
-    assert sorted(config["dials"]) == ["dr_grpo", "grpo"] and len(config["train"]["seeds"]) == 27
+    assert sorted(config["dials"]) == ["dr_grpo", "grpo"] and len(config["train"]["seeds"]) == 120
     run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
     assert run.returncode == 0, run.stderr[-2000:]
     jobs = planned_jobs(run.stdout)
