@@ -30,9 +30,9 @@ def test_every_job_by_hand():
     t = aware_job_seconds(config, ["grpo", "dr_grpo", "nostd"], device, prompt=30,
                           mean_response=10, longest=6).set_index("job")  # fmt: skip
     per = lambda flop: flop * N / 1e10  # noqa: E731  seconds of `flop` FLOPs per parameter
-    step = per(8 * 8 * 40) + 6 * 0.5  # 8 rows x 40 tokens, 6 decode calls
-    sample = per(2 * 24 * 40) + 3.0  # 2 prompts x 3 samples x 4 rounds = 24 rows
-    kernel = per(2 * 10 * 40 * 6)  # 10 of the 24 rows, forward and backward, once per mode
+    step = per(8 * (2 * 30 + 8 * 10)) + 6 * 0.5  # 2 prompts once + 8 rows x 10 tokens; 6 calls
+    sample = per(2 * (8 * 30 + 24 * 10)) + 3.0  # 2 prompts x 4 rounds drawn, 3 samples each
+    kernel = per(2 * 10 * 40 * 6)  # 10 of the 24 rows, whole sequences, once per mode
     assert t.loc["warm_start", "seconds"] == pytest.approx(per(6 * 7 * 3 * 40), rel=1e-12)
     assert t.loc["aware_base", "seconds"] == pytest.approx(sample + per(2 * 24 * 40) + kernel,
                                                            rel=1e-12)  # fmt: skip

@@ -45,14 +45,14 @@ def test_the_overlay_plans_a_warm_started_smollm2_and_adamw_cells(tmp_path: Path
     assert run.returncode == 0, run.stderr[-2000:]
     jobs = planned_jobs(run.stdout)
     assert jobs["convert_smollm"] == 1 and jobs["warm_start"] == 1
-    assert jobs["aware_sweep_cell"] == 2 * 4  # AdamW x (a0, a80) x four arms
+    assert jobs["aware_sweep_cell"] == 3 * 4  # AdamW x (a0, a40, a80) x four arms
     assert jobs["aware_frozen_cell"] == jobs["aware_probe"] == 1
     assert "models/smollm2-135m-instruct" in run.stdout.split("rule warm_start:")[1].split(
         "output:")[0]  # the warm start reads the converted model  # fmt: skip
     blocks = run.stdout.split("\nrule ")[1:]  # each planned job's block (localrule: rule files')
     model_jobs = [b for b in blocks if b.startswith(("aware_sweep_cell", "aware_frozen_cell",
                                                       "aware_probe", "aware_base"))]  # fmt: skip
-    assert len(model_jobs) == 8 + 3 and all("gpu=1" in b for b in model_jobs)  # one at a time
+    assert len(model_jobs) == 12 + 3 and all("gpu=1" in b for b in model_jobs)  # one at a time
     pilot = _config(tmp_path, "length_aware_smollm2_pilot.yaml")
     run = snakemake(tmp_path, pilot, "-n", "--replace-workflow-config", "aware_dose_figure")
     assert run.returncode == 0, run.stderr[-2000:]

@@ -3,16 +3,16 @@ each job's steps through the step-time model (policy/step_time.py), from the con
 the base policy's prompt and response lengths.
 
   warm_start         steps x batch_size demonstrations, update only
-  aware_base         channel.prompts x samples x BASE_ROUNDS responses generated, their
-                     forward (the masked mass) and the kernel: kernel_rows forwards and
-                     backwards, once per mode
+  aware_base         channel.prompts x BASE_ROUNDS prompts sampled channel.samples times
+                     each, the responses' forward (the masked mass) and the kernel:
+                     kernel_rows forwards and backwards of whole sequences, once per mode
   aware_probe        the base sample and the kernel again, then probe_batches trainer steps per
                      (level, arm), twice where their gradients do not fit in memory
                      (analysis/aware/probe.probe_passes)
   aware_sweep_cell   seeds x steps trainer steps, one cell per (optimizer, level, arm)
   aware_frozen_cell  seeds x steps trainer steps (the control)
 
-A trainer step of R = prompts_per_step x group_size rows is `step_seconds`; loading the model,
+A trainer step of prompts_per_step prompts x group_size is `step_seconds`; loading the model,
 the analysis jobs and the figure are left out.
 """
 
@@ -37,17 +37,19 @@ def aware_job_seconds(config: Mapping, arms: Sequence[str], device: Device, prom
     `longest`) after prompts of `prompt` tokens."""
     shape = shape_of(config["model"]["base"])
     train, sweep, channel = config["train"], config["aware_sweep"], config["channel"]
-    rows = train["prompts_per_step"] * train["group_size"]
-    step = step_seconds(shape, rows, prompt, mean_response, longest, device).total
+    m, g = train["prompts_per_step"], train["group_size"]
+    step = step_seconds(shape, m, g, prompt, mean_response, longest, device).total
     n = matmul_params(shape)
     per_token = {"forward": 2 * n / device.flops, "update": 6 * n / device.flops}
-    tokens = prompt + mean_response
+    tokens = prompt + mean_response  # a whole sequence, its prompt not shared
     ws = config["warm_start"]
     warm = ws["steps"] * ws["batch_size"] * tokens * per_token["update"]
-    sample_rows = channel["prompts"] * channel["samples"] * BASE_ROUNDS
-    sample = step_seconds(shape, sample_rows, prompt, mean_response, longest, device).generation
-    kernel = 2 * min(sweep["kernel_rows"], sample_rows) * tokens * per_token["update"]
-    base = sample + sample_rows * tokens * per_token["forward"] + kernel
+    drawn, samples = channel["prompts"] * BASE_ROUNDS, channel["samples"]
+    sample = step_seconds(shape, drawn, samples, prompt, mean_response, longest,
+                          device).generation  # fmt: skip
+    rows = drawn * samples
+    kernel = 2 * min(sweep["kernel_rows"], rows) * tokens * per_token["update"]
+    base = sample + rows * tokens * per_token["forward"] + kernel
     levels, seeds, steps = sweep["levels"], train["seeds"], train["steps"]
     cells = len(sweep["optimizers"]) * len(levels) * len(arms)
     probe_steps = (len(levels) * len(arms) * sweep["probe_batches"]
