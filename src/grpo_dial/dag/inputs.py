@@ -189,6 +189,22 @@ def task_inputs(task: Mapping) -> dict[str, str]:
     }  # fmt: skip
 
 
+def check_capacity(task: Mapping, asked: Mapping[str, tuple[str, int]]) -> None:
+    """Each split's distinct prompts must cover what the config asks of it (asked: split ->
+    (config key, prompts)), for a task that counts them (`capacity`, e.g. arithmetic's small
+    one-digit levels); the job would find it only after the upstream work."""
+    from grpo_dial.data.tasks import TASKS, task_from_spec  # no torch
+
+    if not callable(getattr(TASKS.get(task.get("name")), "capacity", None)):
+        return
+    built = task_from_spec(task)
+    for split, (key, n) in asked.items():
+        cap = built.capacity(split)
+        if cap is not None and n > cap:
+            fail(key, f"{n} prompts, but the task's {split!r} split holds {cap} at its level "
+                      "weights (its one-digit levels are small); ask for at most that many")
+
+
 def check_strata(keyed: Mapping[str, str], task: Mapping) -> None:
     """Each arm's stratum key (arm name -> key) must be one the task gives every response."""
     from grpo_dial.data.tasks import stratum_error, task_from_spec  # no torch

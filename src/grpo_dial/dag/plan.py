@@ -23,6 +23,7 @@ from grpo_dial.dag.config_checks import config_problems
 from grpo_dial.dag.inputs import (
     POLICY_TABLE,
     Inputs,
+    check_capacity,
     check_strata,
     path_is,
     task,
@@ -261,6 +262,11 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
     if policy_enabled:
         _check_trl(config, arms, workdir)
     check_strata({n: a.dial.strata for n, a in arms.items() if a.dial.strata}, the_task)
+    if policy_enabled:
+        check_capacity(the_task, {
+            "heldout": ("train.heldout_prompts", config["train"]["heldout_prompts"]),
+            "train": ("pass_rates.pool", config["pass_rates"]["pool"]),
+        })  # fmt: skip
     if config["train"]["lr_match"]["enabled"]:
         arm_checks.check_reference(
             "train.lr_match.reference", config["train"]["lr_match"]["reference"], arms
