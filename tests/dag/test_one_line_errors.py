@@ -188,6 +188,9 @@ SHIPPED = [
     ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_powered.yaml"),
     ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_adamw.yaml"),
     ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_sweep_all_weights.yaml"),
+    ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_smollm2.yaml"),
+    ("length_aware.yaml", "length_aware_sweep.yaml", "length_aware_smollm2.yaml",
+     "length_aware_smollm2_pilot.yaml"),
     ("length_channel.yaml",), ("length_channel.yaml", "length_channel_estimators.yaml"),
     ("length_channel.yaml", "length_channel_full.yaml"),
 ]  # fmt: skip
