@@ -1,6 +1,6 @@
-# The one-step probe at the SGD runs' later states (docs/length-bias.md#why-the-wrong-mode-stalls-
-# three-readings-of-the-closed-form): the runs of aware_sweep.later_probe's arms and seeds in
-# every level's SGD cell, replayed to its steps (no checkpoint stored); read by aware_dose.
+# The one-step probe at the SGD runs' later states (docs/length-bias.md, "Why the wrong mode
+# stalls"): the runs of aware_sweep.later_probe's arms and seeds in every level's SGD cell,
+# replayed to its steps (no checkpoint stored); read by aware_dose.
 
 
 rule aware_later_probe:
