@@ -220,10 +220,14 @@ def test_the_shape_tables_headers_whole():
     assert lines[4:6] == ["| mode | responses | mean | P(T = 0) | variance | h | slope |",
                           "|---|---|---|---|---|---|---|"]  # fmt: skip
     assert lines[-2:] == [
-        "| a | arm | mode | measured | geometric | measured tail | end state | K_ec drag |",
-        "|---|---|---|---|---|---|---|---|"]  # no arm: the header alone
+        "| a | arm | mode | measured | geometric | measured tail | end state | K_ec drag | "
+        "later probe | later step | later closed form |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]  # no arm: the header alone
     shape = pd.DataFrame([{"level": "a80", "a": 0.8, "dial": "grpo", "mode": "wrong",
                            "measured": 0.04, "lo": np.nan, "hi": np.nan, "geometric": 0.35,
-                           "measured_tail": 0.26, "end_state": 0.36, "drag": -0.09}])  # fmt: skip
+                           "measured_tail": 0.26, "end_state": 0.36, "drag": -0.09,
+                           "later_probe": 0.29, "later_step": np.nan,
+                           "later_closed_form": 0.25}])  # fmt: skip
     row = shape_markdown(tails, shape).splitlines()[-1]
-    assert row == "| 0.8 | grpo | wrong | +0.04 | +0.35 | +0.26 | +0.36 | -0.09 |"
+    assert row == ("| 0.8 | grpo | wrong | +0.04 | +0.35 | +0.26 | +0.36 | -0.09 | +0.29 | n/a | "
+                   "+0.25 |")  # fmt: skip

@@ -121,3 +121,43 @@ def test_an_aware_study_arm_on_trl_is_refused_by_name(tmp_path):
         "config error at 'dials.grpo_trl.backend': the aware study trains its sweep cells and "
         "probe in one process on the own trainer, not on 'trl'; set backend: own"
     )
+
+
+def _sweep_config(tmp_path, later: dict | None = None) -> dict:
+    """config/length_aware.yaml under length_aware_sweep.yaml (merged as Snakemake merges),
+    validated, with `later` over aware_sweep.later_probe."""
+    config = yaml.safe_load((ROOT / "config" / "length_aware.yaml").read_text())
+    for key, value in yaml.safe_load((ROOT / "config" / "length_aware_sweep.yaml")
+                                     .read_text()).items():  # fmt: skip
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    config["results_dir"] = str(tmp_path / "results")
+    config["resources_dir"] = str(tmp_path / "resources")
+    config["aware_sweep"]["later_probe"].update(later or {})
+    validate_config(config, SCHEMA)
+    return config
+
+
+def test_the_later_state_probe_replays_the_sweeps_arms_and_refuses_a_bad_setting(tmp_path):
+    """aware_sweep.later_probe: the sweep's arms planned; off without SGD cells or steps; a seed
+    outside train.seeds, an arm outside dials or a step not before the 53.5 updates behind a
+    60-step run's last window (window 12 steps) is one line naming the entry."""
+    plan = build_plan(_sweep_config(tmp_path), ROOT, tmp_path)
+    assert plan.aware_later == ["grpo", "nostd_sequence", "dr_grpo"]
+    assert build_plan(_sweep_config(tmp_path, {"steps": [53]}), ROOT, tmp_path).aware_later
+    assert build_plan(_sweep_config(tmp_path, {"steps": []}), ROOT, tmp_path).aware_later == []
+    adamw = _sweep_config(tmp_path, {"seeds": [99]})
+    adamw["aware_sweep"]["optimizers"] = ["adamw"]  # no SGD cell: nothing to replay, no check
+    assert build_plan(adamw, ROOT, tmp_path).aware_later == []
+    for later, line in (
+        ({"seeds": [0, 12]}, "'aware_sweep.later_probe.seeds.1': seed 12 is not one of "
+                             "train.seeds"),
+        ({"arms": ["grpo", "dapo"]}, "'aware_sweep.later_probe.arms.1': 'dapo' is not an arm of "
+                                     "dials (grpo, dr_grpo, nostd_sequence, dr_grpo_l3)"),
+        ({"steps": [20, 54]}, "'aware_sweep.later_probe.steps.1': step 54 is not before the "
+                              "53.5 updates behind the runs' last window (train.steps 60, "
+                              "decompose.window_fraction 0.2); list earlier steps, or [] to "
+                              "switch the probe off"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError) as refused:
+            build_plan(_sweep_config(tmp_path, later), ROOT, tmp_path)
+        assert str(refused.value) == f"config error at {line}"

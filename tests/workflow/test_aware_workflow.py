@@ -54,7 +54,26 @@ def test_the_sweep_overlay_plans_a_cell_per_optimizer_level_and_arm(tmp_path: Pa
     assert jobs["aware_frozen_cell"] == 1  # the tail-frozen control, once (AdamW, a = 0.6)
     assert [jobs.get(r) for r in ("aware_base", "aware_rates", "aware_dose")] == [1, 1, 1]
     assert jobs.get("aware_probe") == 1  # the one-step probe, read by aware_dose
+    assert "aware_later_probe" not in jobs  # switched off: 40 steps end before step 40's state
     assert "train" not in jobs  # the sweep trains in its cells, not through rule train
+
+
+def test_the_sweep_plans_the_later_state_probe_on_its_arms_sgd_cells(tmp_path: Path):
+    """The full sweep's overlay plans aware_later_probe once, on the SGD cells of
+    aware_sweep.later_probe's arms at every level, and aware_dose reads its table."""
+    config = _config(tmp_path, "length_aware_sweep.yaml")
+    run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert planned_jobs(run.stdout)["aware_later_probe"] == 1
+    blocks = run.stdout.split("rule ")
+    later = next(b for b in blocks if b.startswith("aware_later_probe:"))
+    inputs = next(x for x in later.splitlines() if x.strip().startswith("input:"))
+    cells = sorted(x.split("aware_sweep/")[1] for x in inputs.split(", ") if "/sgd/" in x)
+    want = sorted(f"sgd/{lev}/{d}.parquet" for lev in ("a0", "a20", "a40", "a60", "a80")
+                  for d in ("grpo", "nostd_sequence", "dr_grpo"))  # fmt: skip
+    assert cells == want
+    dose = next(b for b in blocks if b.startswith("aware_dose:"))
+    assert "aware_sweep/later_probe.csv" in dose.split("output:")[0]
 
 
 def test_the_powered_overlay_plans_one_level_of_adamw_cells(tmp_path: Path):
@@ -85,7 +104,7 @@ def test_the_powered_overlay_plans_one_level_of_adamw_cells(tmp_path: Path):
 )
 def test_the_sweeps_optimizers_are_the_configs(tmp_path: Path, optimizers, cells, problem):
     config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_small.yaml")
-    config["aware_sweep"] = {"optimizers": optimizers}
+    config["aware_sweep"] |= {"optimizers": optimizers}  # the small overlay's later_probe kept
     run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
     if problem:
         lines = [x for x in (run.stdout + run.stderr).splitlines() if "config error" in x]
@@ -104,7 +123,7 @@ def test_the_sweeps_optimizers_are_the_configs(tmp_path: Path, optimizers, cells
 @pytest.mark.parametrize("weights", ["markers", "all", "rows"])
 def test_the_sgd_weights_are_checked_by_the_schema(tmp_path: Path, weights):
     config = _config(tmp_path, "length_aware_sweep.yaml", "length_aware_sweep_small.yaml")
-    config["aware_sweep"] = {"optimizers": ["sgd"], "sgd_weights": weights}
+    config["aware_sweep"] |= {"optimizers": ["sgd"], "sgd_weights": weights}
     run = snakemake(tmp_path, config, "-n", "--replace-workflow-config", "aware_dose_figure")
     if weights == "rows":
         lines = [x for x in (run.stdout + run.stderr).splitlines() if "config error" in x]

@@ -6,7 +6,8 @@
 # LEVELS by default), with each optimizer
 # of aware_sweep.optimizers (SGD and AdamW), in
 # one process per (optimizer, level, arm) (config/length_aware_sweep*.yaml), and the one-step
-# probe at the base policy (aware_probe, read by aware_dose).
+# probe at the base policy (aware_probe, read by aware_dose) and at the SGD runs' later states
+# (aware_later.smk).
 from grpo_dial.analysis.aware.grid import LEVELS as AWARE_LEVELS  # noqa: E402 (imports nothing)
 from grpo_dial.analysis.aware.grid import FROZEN as AWARE_FROZEN  # noqa: E402
 from grpo_dial.analysis.aware.grid import FROZEN_CELL as AWARE_FROZEN_CELL  # noqa: E402
@@ -18,6 +19,8 @@ AWARE_BRIDGE = PLAN.aware_bridge  # math_cot's 8 samples of one model per prompt
 AWARE_TARGETS = ([f"{RESULTS}/figures/aware.png"] if AWARE_ENABLED else []) + (
     [f"{RESULTS}/aware/bridge.csv"] if AWARE_BRIDGE else []
 )  # read by all_targets (common.smk)
+AWARE_LATER_ARMS = PLAN.aware_later  # the arms aware_later_probe replays ([]: off)
+AWARE_LATER = f"{RESULTS}/aware_sweep/later_probe.csv"  # read by aware_dose
 AWARE_NULL = "dr_grpo"  # the zero-push arm take-off counts are tested against (when configured)
 
 
@@ -298,6 +301,7 @@ rule aware_dose:
         probe=f"{RESULTS}/aware_sweep/probe.csv",
         probe_fit=f"{RESULTS}/aware_sweep/probe_fit.csv",
         probe_batches=f"{RESULTS}/aware_sweep/probe_batches.csv",
+        **({"later": AWARE_LATER} if AWARE_LATER_ARMS else {}),
     output:
         runs=f"{RESULTS}/aware_sweep/runs.csv",
         truncation=f"{RESULTS}/aware_sweep/truncation.csv",

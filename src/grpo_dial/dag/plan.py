@@ -66,6 +66,7 @@ class Plan:
     channel_enabled: bool
     aware_enabled: bool  # task aware: the aware-tail study (aware.smk)
     aware_bridge: bool  # and math_cot's real responses beside it
+    aware_later: list  # the arms rule aware_later_probe replays ([]: the rule is off)
     runs_external: list
 
 
@@ -95,6 +96,31 @@ def _check_tables(config: Mapping, policy_enabled: bool) -> None:
         raise ConfigError(
             "config error: length_bias.n_prompts must be a multiple of length_bias.groups_per_batch"
         )
+
+
+def _aware_later(config: Mapping, arms: Mapping, aware: bool) -> list:
+    """The arms aware_sweep.later_probe replays, [] when it is off (no aware study, no SGD cell
+    or no step); a seed outside train.seeds, an arm outside dials or a step not before the
+    updates behind the runs' last window (runs.window_updates) is one line naming it."""
+    sweep, key = config["aware_sweep"], "aware_sweep.later_probe"
+    later = sweep["later_probe"]
+    if not aware or "sgd" not in sweep["optimizers"] or not later["steps"]:
+        return []
+    for i, arm in enumerate(later["arms"]):
+        if arm not in arms:
+            fail(f"{key}.arms.{i}", f"{arm!r} is not an arm of dials ({', '.join(arms)})")
+    for i, seed in enumerate(later["seeds"]):
+        if seed not in config["train"]["seeds"]:
+            fail(f"{key}.seeds.{i}", f"seed {seed} is not one of train.seeds")
+    steps, fraction = int(config["train"]["steps"]), config["decompose"]["window_fraction"]
+    window = max(1, int(round(steps * fraction)))
+    updates = steps - (window + 1) / 2  # the mean of step - 1 over the last `window` steps
+    for i, step in enumerate(later["steps"]):
+        if not step < updates:
+            fail(f"{key}.steps.{i}", f"step {step} is not before the {updates:g} updates behind "
+                 f"the runs' last window (train.steps {steps}, decompose.window_fraction "
+                 f"{fraction}); list earlier steps, or [] to switch the probe off")  # fmt: skip
+    return list(later["arms"])
 
 
 def _check_difficulty_allocation(allocation: Mapping) -> None:
@@ -332,6 +358,7 @@ def build_plan(config: Mapping, repo: Path, workdir: Path) -> Plan:
         channel_enabled=channel_enabled,
         aware_enabled=aware,
         aware_bridge=aware and "math_cot" in real_inputs,  # 8 samples of one model per prompt
+        aware_later=_aware_later(config, arms, aware),
         runs_external=runs_external,
     )
 

@@ -299,7 +299,9 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     control's cell (input frozen, when planned) as arm FROZEN, trained with the reference arm's
     dial; aware_sweep/tail_shape.csv (the wrong mode's stall read against the base tail's shape
     and the runs' end state, from input responses); summary.md with the one-step probe's and the
-    tail-shape tables after the dose's (input probe, when given)."""
+    tail-shape tables after the dose's (input probe, when given); input later (rule
+    aware_later_probe's table, when planned) fills tail_shape.csv's later-state columns and adds
+    its own section."""
     from grpo_dial.analysis.aware.dose import (
         FROZEN,
         adam_first_order,
@@ -308,6 +310,7 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
         sweep_runs,
     )
     from grpo_dial.analysis.aware.dose_report import dose_markdown, probe_markdown, rate_notes
+    from grpo_dial.analysis.aware.later import later_markdown
     from grpo_dial.analysis.aware.paired import paired_table, ratio_table
     from grpo_dial.analysis.aware.seeds import truncation_table
     from grpo_dial.analysis.aware.tail_shape import mode_tails, shape_markdown, shape_table
@@ -344,11 +347,15 @@ def aware_dose(input: Mapping, output: Mapping, params: Mapping) -> None:
     if "tail_shape" in output.keys():
         base = read_table(input["base"])
         tails = mode_tails(read_table(input["responses"]), float(base["core"].iloc[0]))
+        later = read_table(input["later"]) if "later" in input.keys() else None
         shape = shape_table(runs, paired, tails, base, read_table(input["kernel"]),
                             params["arms"], params["train"], params["task"].get("options", {}),
-                            float(rates["lr"]), str(rates.get("sgd_weights", "all")))  # fmt: skip
+                            float(rates["lr"]), str(rates.get("sgd_weights", "all")),
+                            later)  # fmt: skip
         write_table(shape, output["tail_shape"])
         shape_text = shape_markdown(tails, shape)
+        if later is not None:
+            shape_text = f"{shape_text}\n{later_markdown(later)}"
     write_table(truncation_table(runs, by=("optimizer", "level", "dial")), output["truncation"])
     if "summary" in output.keys():
         seeds = sorted(set(runs["seed"]))

@@ -60,6 +60,7 @@ RULES = {  # rule -> "<module>.<function>" under grpo_dial.stages
     "aware_sweep_cell": "aware.aware_sweep_cell",
     "aware_frozen_cell": "aware.aware_sweep_cell",  # the tail-frozen control (params frozen)
     "aware_probe": "aware.aware_probe",
+    "aware_later_probe": "aware_later.aware_later_probe",
     "aware_dose": "aware.aware_dose",
     "aware_dose_figure": "aware.aware_dose_figure",
 }

@@ -12,7 +12,11 @@ with the kernel K of the weights SGD moves and the closed form's per-group updat
     end state      geometric at the last window's measured tails (base + the run's drift): the
                    push and slope where the runs end, the kernel kept at the base,
     drag           the part of the geometric wrong-mode drift that comes from the right mode's
-                   push through K_ec (slope_w lr n K_ec u_c; for the right mode K_ec u_w).
+                   push through K_ec (slope_w lr n K_ec u_c; for the right mode K_ec u_w);
+    later probe    the drift the one-step probe at the runs' later states predicts over the n
+                   updates, later step the same with SGD's whole step (curvature included), and
+                   later closed form the closed form's through each state's own kernel and
+                   tails (analysis/aware/later.later_drift; NaN where not probed).
 
 `measured` is the arm's drift minus the tail-frozen control's, paired by seed, with its 90 %
 interval (analysis/aware/paired.paired_table). A reading accounts for the stall where it brings
@@ -36,7 +40,8 @@ LONGEST = 4000  # the geometric tail's cut (its mass there is below 1e-100 at a 
 
 MODE_COLUMNS = "mode n mean p0 p0_geometric var var_geometric h h_geometric slope slope_geometric"
 SHAPE_COLUMNS = (
-    "level a dial mode measured lo hi geometric measured_tail end_state drag"
+    "level a dial mode measured lo hi geometric measured_tail end_state drag later_probe "
+    "later_step later_closed_form"
 ).split()
 
 
@@ -69,9 +74,11 @@ def _drift(step: Mapping, k: pd.Series, scale: float, slope: Mapping) -> dict[st
 
 def shape_table(runs: pd.DataFrame, paired: pd.DataFrame, tails: pd.DataFrame,
                 base: pd.DataFrame, kernel: pd.DataFrame, arms: Mapping, train: Mapping,
-                options: Mapping, sgd_lr: float,
-                sgd_weights: str = "all") -> pd.DataFrame:  # fmt: skip
-    """SHAPE_COLUMNS per level, 1/|o| arm and mode of the SGD runs (module docstring)."""
+                options: Mapping, sgd_lr: float, sgd_weights: str = "all",
+                later: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+    """SHAPE_COLUMNS per level, 1/|o| arm and mode of the SGD runs (module docstring); later:
+    aware_sweep/later_probe.csv (None: the later-state columns NaN)."""
+    from grpo_dial.analysis.aware.later import later_drift
     from grpo_dial.core.dial import arm_from_fields
 
     k = kernel_of(kernel, sgd_weights).iloc[0]
@@ -80,6 +87,8 @@ def shape_table(runs: pd.DataFrame, paired: pd.DataFrame, tails: pd.DataFrame,
     geo = {m: float(t.loc[m, "mean"]) for m in MODES}
     own = {m: float(t.loc[m, "slope"]) for m in MODES}
     net = paired[paired["second"] == FROZEN].set_index(["optimizer", "level", "first", "quantity"])
+    states = (later_drift(later) if later is not None else
+              pd.DataFrame(columns=["level", "dial", "mode"])).set_index(["level", "dial", "mode"])
     rows = []
     sgd = runs[(runs["optimizer"] == "sgd") & (runs["dial"] != FROZEN)]
     for (lev, d), g in sgd.groupby(["level", "dial"], sort=False):
@@ -106,13 +115,20 @@ def shape_table(runs: pd.DataFrame, paired: pd.DataFrame, tails: pd.DataFrame,
         for m, (_, _, q) in MODES.items():
             key = ("sgd", lev, d, q)
             r = net.loc[key] if key in net.index else None
+            st = states.loc[(lev, d, m)] if (lev, d, m) in states.index else None
             rows.append({"level": lev, "a": a, "dial": d, "mode": m,
                          "measured": np.nan if r is None else float(r["mean"]),
                          "lo": np.nan if r is None else float(r["lo"]),
                          "hi": np.nan if r is None else float(r["hi"]),
                          **{name: float(v[m]) for name, v in readings.items()},
-                         "drag": float(drag[m])})  # fmt: skip
+                         "drag": float(drag[m]),
+                         **{c: np.nan if st is None else float(st[c])
+                            for c in ("later_probe", "later_step", "later_closed_form")}})
     return pd.DataFrame(rows, columns=SHAPE_COLUMNS)
+
+
+def _cell(x: float) -> str:
+    return f"{x:+.2f}" if np.isfinite(x) else "n/a"
 
 
 def shape_markdown(tails: pd.DataFrame, shape: pd.DataFrame) -> str:
@@ -135,17 +151,21 @@ def shape_markdown(tails: pd.DataFrame, shape: pd.DataFrame) -> str:
     lines += [
         "", "Each 1/|o| arm's drift under SGD, tokens: measured net of the control (paired, 90 %) "
         "beside the closed form at the base tails (geometric), with the base sample's own tail "
-        "shape, at the last window's tails, and the part the other mode's push adds through "
-        "K_ec.", "",
-        "| a | arm | mode | measured | geometric | measured tail | end state | K_ec drag |",
-        "|---|---|---|---|---|---|---|---|",
+        "shape, at the last window's tails, the part the other mode's push adds through "
+        "K_ec, and at the runs' later states the one-step probe, SGD's whole step and the "
+        "closed form (n/a: not probed).", "",
+        "| a | arm | mode | measured | geometric | measured tail | end state | K_ec drag | "
+        "later probe | later step | later closed form |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for _, r in shape.iterrows():
         cell = (f"{r['measured']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]"
                 if np.isfinite(r["lo"]) else f"{r['measured']:+.2f}")  # fmt: skip
         lines.append(
             f"| {r['a']:.1f} | {r['dial']} | {r['mode']} | {cell} | {r['geometric']:+.2f} | "
-            f"{r['measured_tail']:+.2f} | {r['end_state']:+.2f} | {r['drag']:+.2f} |"
+            f"{r['measured_tail']:+.2f} | {r['end_state']:+.2f} | {r['drag']:+.2f} | "
+            f"{_cell(r['later_probe'])} | {_cell(r['later_step'])} | "
+            f"{_cell(r['later_closed_form'])} |"
         )
     return "\n".join(lines) + "\n"
 
