@@ -74,6 +74,9 @@ def test_refusal_lines_word_for_word():
     with pytest.raises(ValueError) as err:
         group_stats(r, g, 2)
     assert str(err.value) == "ddof=2 is not valid; choose one of 0, 1"
+    with pytest.raises(ValueError) as err:
+        group_stats(torch.tensor([1.0, float("nan")]), g)
+    assert str(err.value) == "rewards contain NaN or inf"
 
 
 @pytest.mark.parametrize(
