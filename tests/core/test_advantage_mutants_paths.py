@@ -145,3 +145,13 @@ def test_group_stats_and_the_sparse_update_on_the_device():
     scores = torch.ones(3, 2**21, device="cuda")  # above SMALL_SCORES: the sparse product
     got = group_update(scores, r, torch.tensor([0, 0, 1], device="cuda"), Dial(eps=0.0))
     assert got.device == r.device and got[:, 0].tolist() == [0.0, 0.0]
+
+
+def test_a_group_of_equal_negative_rewards_is_silent():
+    # -0.1 three times: k / G = -0.10000000000000002, so only the comparison lo == hi (both
+    # over the group's own rewards, not 0) makes the group silent with A exactly 0
+    r = torch.tensor([-0.1, -0.1, -0.1], dtype=F64)
+    g = torch.zeros(3, dtype=torch.long)
+    stats = group_stats(r, g)
+    assert stats.mean.tolist() == [-0.1] and stats.sigma.tolist() == [0.0]
+    assert advantages(r, g, Dial()).tolist() == [0.0, 0.0, 0.0]
