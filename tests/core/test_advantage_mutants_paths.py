@@ -11,6 +11,7 @@ import torch
 from grpo_dial.core.advantage import (
     advantages,
     clipped_surrogate,
+    constant_normalizer,
     group_stats,
     group_update,
     keep_mask,
@@ -138,13 +139,15 @@ def test_keep_mask_lives_on_the_rewards_device():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_group_stats_and_the_sparse_update_on_the_device():
+def test_group_stats_and_the_update_on_the_device():
     r = torch.tensor([1.0, 0.0, 1.0], device="cuda")
     stats = group_stats(r, torch.tensor([0, 0, 1], device="cuda"))
     assert stats.size.device == r.device and stats.size.tolist() == [2, 1]
-    scores = torch.ones(3, 2**21, device="cuda")  # above SMALL_SCORES: the sparse product
-    got = group_update(scores, r, torch.tensor([0, 0, 1], device="cuda"), Dial(eps=0.0))
-    assert got.device == r.device and got[:, 0].tolist() == [0.0, 0.0]
+    # rewards on the CPU, scores on the device: the small (index_add) and the sparse product
+    for width in (2, 2**21):
+        scores = torch.ones(3, width, device="cuda")
+        got = group_update(scores, r.cpu(), torch.tensor([0, 0, 1]), Dial(eps=0.0))
+        assert got.device == scores.device and got[:, 0].tolist() == [0.0, 0.0]
 
 
 def test_a_group_of_equal_negative_rewards_is_silent():
@@ -155,3 +158,25 @@ def test_a_group_of_equal_negative_rewards_is_silent():
     stats = group_stats(r, g)
     assert stats.mean.tolist() == [-0.1] and stats.sigma.tolist() == [0.0]
     assert advantages(r, g, Dial()).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_surrogate_takes_the_ratios_dtype():
+    # float32 log-probs, float64 advantages: the loss is float32, -rho A = -1 x 2 per token
+    logp = torch.zeros(1, 2, dtype=torch.float32)
+    got = clipped_surrogate(logp, logp, torch.tensor([2.0], dtype=F64), Dial())
+    assert got.dtype == torch.float32 and got.tolist() == [[-2.0, -2.0]]
+
+
+def test_constant_normalizer_divides_by_the_given_max_length():
+    # B 2, L_max 8 (not the width 3): (1 + 2 + 4) / (2 x 8)
+    loss = torch.tensor([[1.0, 2.0, 9.0], [4.0, 9.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert constant_normalizer(loss, mask, 8).item() == 7 / 16
+
+
+def test_group_stats_defaults_to_the_population_std_and_refuses_bool_ids():
+    r = torch.tensor([1.0, 0.0])
+    assert group_stats(r, torch.tensor([0, 0])).sigma.tolist() == [0.5]
+    with pytest.raises(ValueError) as err:
+        group_stats(r, torch.tensor([True, True]))
+    assert str(err.value) == "group_ids must be an integer tensor, got torch.bool"
