@@ -100,4 +100,5 @@ def test_core_modules_are_tested_by_the_engine_tests_too():
     assert mutate.tests_for("src/grpo_dial/core/group_bias.py") == [
         "tests/core/test_group_bias.py",
         "tests/core/test_group_bias_mutants.py",
+        "tests/core/test_group_bias_mutants_names.py",
     ]
