@@ -39,6 +39,7 @@ def test_every_job_by_hand():
     # 4 float64 gradients of N weights (4.3 GB) exceed the probe's 2 GiB: two passes
     assert t.loc["aware_probe", "steps"] == 2 * 3 * 4 * 2
     assert t.loc["aware_probe", "seconds"] == pytest.approx(sample + kernel + 48 * step, rel=1e-12)
-    assert t.loc["aware_sweep_cell", ["jobs", "steps"]].tolist() == [1 * 2 * 3, 3 * 5]
+    assert t["jobs"].tolist() == [1, 1, 1, 1 * 2 * 3, 1]  # one optimizer x 2 levels x 3 arms
+    assert t["steps"].tolist() == [7, 0, 48, 3 * 5, 3 * 5]
     assert t.loc["aware_sweep_cell", "seconds"] == pytest.approx(6 * 15 * step, rel=1e-12)
     assert t.loc["aware_frozen_cell", "seconds"] == pytest.approx(15 * step, rel=1e-12)

@@ -34,5 +34,7 @@ def test_negative_counts_are_refused_in_one_line(field):
             field: -1}  # fmt: skip
     with pytest.raises(ValueError, match=rf"^{field} must be a number >= 0, got -1$"):
         step_seconds(KNOWN["smollm2"], device=DEVICES["h100"], **args)
+    with pytest.raises(ValueError, match=rf"^{field} must be a number >= 0, got '4'$"):
+        step_seconds(KNOWN["smollm2"], device=DEVICES["h100"], **{**args, field: "4"})
     with pytest.raises(ValueError, match=r"^device 'x': flops must be > 0"):
         Device("x", flops=0.0, call_s=0.1)
