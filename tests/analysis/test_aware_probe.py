@@ -113,6 +113,16 @@ def test_gradients_too_large_to_keep_give_the_same_adam_moves_in_two_passes(tiny
     pd.testing.assert_frame_equal(kept, streamed, rtol=1e-12, atol=0)
 
 
+def test_one_batch_is_a_probe(tiny):
+    task, tok, model, _, e, c = tiny
+    arm = read_arm({"preset": "grpo"})
+    problems, heldout = task.problems("train", 8, 0), task.problems("heldout", 1, 0)
+    one = probe_batches(model, tok, task, problems, heldout, arm.dial, _config(arm), 1, e, c)
+    two = probe_batches(model, tok, task, problems, heldout, arm.dial, _config(arm), 2, e, c)
+    assert list(one["batch"]) == [0]
+    assert one["contrast"].iloc[0] == pytest.approx(two["contrast"].iloc[0], rel=1e-12)
+
+
 def test_probe_batches_refuses_no_batches(tiny):
     task, tok, model, _, e, c = tiny
     arm = read_arm({"preset": "grpo"})

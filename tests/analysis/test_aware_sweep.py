@@ -23,6 +23,7 @@ from grpo_dial.analysis.aware.dose import (
 from grpo_dial.analysis.aware.kernel import (
     base_responses,
     check_core_tokens,
+    mode_gradients,
     special_mass,
     tail_kernel,
 )
@@ -363,8 +364,23 @@ def test_tail_kernel_against_a_per_row_reference(tiny, chunk, monkeypatch):
 
 def test_a_core_not_written_one_token_per_character_is_refused():
     check_core_tokens(["=12", "~7"], np.array([3, 2]))
-    with pytest.raises(ValueError, match=r"^the tokenizer writes the forced core '~70' in 2 "):
+    with pytest.raises(ValueError, match=r"^the tokenizer writes the forced core '~70' in 2 "
+                                         r"tokens, not one per character, which the aware tables "
+                                         r"assume; use a tokenizer that splits digits and the "
+                                         r"modes '=' and '~'$"):
         check_core_tokens(["=12", "~70"], np.array([3, 2]))  # "~7" merged into one token
+
+
+def test_a_mode_no_response_opens_with_has_no_gradient_and_a_nan_kernel(tiny):
+    _, tok, model = tiny
+    task = AwareTask(estimate_rate=0.0)  # every core opens with "=": no estimate-mode position
+    problems = task.problems("train", 3, 0)
+    r, _ = base_responses(model, tok, task, problems, 4, 12, 1.0, torch.Generator().manual_seed(1),
+                          np.random.default_rng(1))  # fmt: skip
+    e, c, counts = mode_gradients(model, tok, r)
+    assert e is None and counts["e"] == 0 and counts["c"] > 0 and float(c.abs().sum()) > 0
+    k = tail_kernel(model, tok, r).iloc[0]
+    assert np.isnan([k["k_ee"], k["k_ec"], k["k_cc"], k["k_diff"]]).all()
 
 
 def test_train_cell_trains_every_seed_with_the_trainers_step(tiny, tmp_path):
