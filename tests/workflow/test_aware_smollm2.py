@@ -72,6 +72,7 @@ def test_without_the_pretrained_warm_start_the_runs_start_from_the_converted_mod
     assert lines[0].startswith("config error at 'warm_start.pretrained'"), lines
 
 
+@pytest.mark.slow  # about 3 minutes on 2 idle cores: make test-all (CI) runs it
 @needs_smollm
 def test_the_pilot_runs_on_cpu_from_conversion_to_the_dose_table(tmp_path: Path):
     config = _config(tmp_path, "length_aware_smollm2_pilot.yaml", TOY)
