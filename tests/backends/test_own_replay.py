@@ -113,6 +113,18 @@ def test_the_probe_at_step_0_is_the_base_probes_markers_columns(base):
     assert got["grad_norm"].to_numpy() != pytest.approx(want["grad_norm"].to_numpy())  # masked
 
 
+def _state_at_step_two(base):
+    """(task, GRPO's arm, the run replayed to step 2, a sample of its policy, its J on the
+    markers' rows, the run's config): what the two probe tests below start from."""
+    _, task, tok, _ = base
+    arm = read_arm({"preset": "grpo"})
+    run = _replay(base, 2)
+    r, _ = base_responses(run.model, tok, task, task.problems("train", 6, 0), 4, 12, 1.0,
+                          torch.Generator().manual_seed(3), np.random.default_rng(3))  # fmt: skip
+    jw, jc = state_gradients(run, r, "markers")
+    return task, arm, run, r, jw, jc, cell_config(TRAIN, arm, POOL, 0, 1)
+
+
 def test_the_probe_at_a_later_state_leaves_it_and_moves_as_a_real_step(base):
     """At step 2 the probe's batch 0 against one real SGD step of the replayed run's own next
     batch (lr 1e-3, no clip): J . dw / lr per mode; the probe itself moves no weight."""
@@ -120,13 +132,7 @@ def test_the_probe_at_a_later_state_leaves_it_and_moves_as_a_real_step(base):
 
     from grpo_dial.train import loop
 
-    path, task, tok, _ = base
-    arm = read_arm({"preset": "grpo"})
-    run = _replay(base, 2)
-    r, _ = base_responses(run.model, tok, task, task.problems("train", 6, 0), 4, 12, 1.0,
-                          torch.Generator().manual_seed(3), np.random.default_rng(3))  # fmt: skip
-    jw, jc = state_gradients(run, r, "markers")
-    config = cell_config(TRAIN, arm, POOL, 0, 1)
+    task, arm, run, r, jw, jc, config = _state_at_step_two(base)
     got = probe_state(run, task, arm.dial, config, 1, jw, jc, start=2)
     stepped = _replay(base, 2)
     before = torch.cat([p.detach().reshape(-1) for p in stepped.model.parameters()
@@ -196,13 +202,7 @@ def test_the_whole_step_is_a_real_sgd_steps_logit_move_and_tends_to_the_first_or
 
     from grpo_dial.train import loop
 
-    path, task, tok, _ = base
-    arm = read_arm({"preset": "grpo"})
-    run = _replay(base, 2)
-    r, _ = base_responses(run.model, tok, task, task.problems("train", 6, 0), 4, 12, 1.0,
-                          torch.Generator().manual_seed(3), np.random.default_rng(3))  # fmt: skip
-    jw, jc = state_gradients(run, r, "markers")
-    config = cell_config(TRAIN, arm, POOL, 0, 1)
+    task, arm, run, r, jw, jc, config = _state_at_step_two(base)
     got = probe_state(run, task, arm.dial, config, 2, jw, jc, 2, (2.0, r, 512))
     half = probe_state(_replay(base, 2), task, arm.dial, config, 2, jw, jc, 2, (1.0, r, 512))
     small = probe_state(_replay(base, 2), task, arm.dial, config, 2, jw, jc, 2, (1e-2, r, 512))
@@ -211,11 +211,11 @@ def test_the_whole_step_is_a_real_sgd_steps_logit_move_and_tends_to_the_first_or
         assert (got[f"{m}_step"] - got[m]).to_numpy() == pytest.approx(
             2 * (half[f"{m}_step"] - half[m]).to_numpy(), rel=0.2)  # fmt: skip
     stepped = _replay(base, 2)
-    at = mode_logits(stepped.model, tok, r)
+    at = mode_logits(stepped.model, stepped.tokenizer, r)
     for group in stepped.optimizer.param_groups:
         group["lr"] = 2.0
     loop.run_step(stepped, task, arm.dial, replace(config, grad_clip=None), 3)
-    moved = mode_logits(stepped.model, tok, r)
+    moved = mode_logits(stepped.model, stepped.tokenizer, r)
     for m in ("wrong", "correct"):
         assert got[f"{m}_step"].iloc[0] == pytest.approx((moved[m] - at[m]) / 2.0, rel=1e-6)
     curvature = (got["wrong_step"] - got["wrong"]).abs()

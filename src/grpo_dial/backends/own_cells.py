@@ -42,36 +42,51 @@ def train_cell(base_dir: str, task_spec: Mapping, arm, train: Mapping, seeds: Se
     docstring). weights: what the steps move (`weight_masks`: "all", or the mode markers'
     embedding rows alone)."""
     from grpo_dial.data.tasks import task_from_spec
+    from grpo_dial.train import loop
+
+    task = task_from_spec(task_spec)
+    problems = task.problems("train", pool, pool_seed)
+    heldout = task.problems("heldout", 1, pool_seed)
+    out = []
+    for seed in seeds:
+        run, config = new_cell_run(base_dir, problems, heldout, arm, train, int(seed), pool,
+                                   pool_seed, device, weights)  # fmt: skip
+        if frozen:
+            for group in run.optimizer.param_groups:
+                group["lr"] = 0.0
+        for step in range(1, config.steps + 1):
+            loop.run_step(run, task, arm.dial, config, step)
+        out.append(cell_steps(run).assign(seed=int(seed)))
+    return pd.concat(out, ignore_index=True)
+
+
+def new_cell_run(base_dir: str, problems, heldout, arm, train: Mapping, seed: int, pool: int,
+                 pool_seed: int, device: str = "cpu", weights: str = "all"):  # fmt: skip
+    """(RunState, TrainConfig) of one sweep run before its first step: the base in float32,
+    restricted to `weights` (`weight_masks`), the trainer's run at `cell_config`."""
     from grpo_dial.policy.model import load_policy
     from grpo_dial.train import loop
-    from grpo_dial.train import records as rec
 
     if weights != "all" and float(train.get("weight_decay", 0.0)):
         raise ValueError(
             f"sweep weights {weights!r} with weight_decay {train['weight_decay']}: decay would "
             "move the weights the run holds still; set train.weight_decay to 0"
         )
-    task = task_from_spec(task_spec)
-    problems = task.problems("train", pool, pool_seed)
-    heldout = task.problems("heldout", 1, pool_seed)
-    out = []
-    for seed in seeds:
-        config = cell_config(train, arm, pool, pool_seed, int(seed), device)
-        model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
-        if weights != "all":
-            restrict(model, weight_masks(model, tokenizer, weights))
-        run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
-        if frozen:
-            for group in run.optimizer.param_groups:
-                group["lr"] = 0.0
-        for step in range(1, config.steps + 1):
-            loop.run_step(run, task, arm.dial, config, step)
-        frames = rec.to_frames(run.records, loop.table_columns())
-        steps = step_table(frames["responses"]).merge(
-            frames["steps"][["step", "grad_norm"]], on="step", how="left"
-        )
-        out.append(steps.assign(seed=int(seed)))
-    return pd.concat(out, ignore_index=True)
+    config = cell_config(train, arm, pool, pool_seed, int(seed), device)
+    model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
+    if weights != "all":
+        restrict(model, weight_masks(model, tokenizer, weights))
+    return loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None), config
+
+
+def cell_steps(run) -> pd.DataFrame:
+    """A sweep run's steps so far (analysis/aware.step_table) with each step's grad_norm."""
+    from grpo_dial.train import loop
+    from grpo_dial.train import records as rec
+
+    frames = rec.to_frames(run.records, loop.table_columns())
+    return step_table(frames["responses"]).merge(frames["steps"][["step", "grad_norm"]],
+                                                 on="step", how="left")  # fmt: skip
 
 
 def _flat_grad(params):

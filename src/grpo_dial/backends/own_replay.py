@@ -27,31 +27,22 @@ from dataclasses import replace
 import pandas as pd
 
 from grpo_dial.analysis.aware.probe import mode_moves
-from grpo_dial.analysis.aware.runs import step_table
-from grpo_dial.backends.own_cells import _flat_grad, cell_config
-from grpo_dial.policy.masks import restrict, weight_masks
+from grpo_dial.backends.own_cells import _flat_grad, cell_config, cell_steps, new_cell_run
+from grpo_dial.policy.masks import weight_masks
 
 
 def replay(base_dir: str, task, problems, heldout, arm, train: Mapping, seed: int, pool: int,
            pool_seed: int, steps: int, device: str = "cpu", weights: str = "all"):  # fmt: skip
     """The RunState of `arm`'s run with `seed` after its first `steps` steps (0: the base), as
     own_cells.train_cell trains it (same config, masks and step)."""
-    from grpo_dial.policy.model import load_policy
     from grpo_dial.train import loop
 
-    config = cell_config(train, arm, pool, pool_seed, int(seed), device)
-    if not 0 <= steps <= config.steps:
-        raise ValueError(f"a later state's step must be in 0..train.steps ({config.steps}), got "
+    total = cell_config(train, arm, pool, pool_seed, int(seed), device).steps
+    if not 0 <= steps <= total:
+        raise ValueError(f"a later state's step must be in 0..train.steps ({total}), got "
                          f"{steps}")  # fmt: skip
-    if weights != "all" and float(train.get("weight_decay", 0.0)):
-        raise ValueError(
-            f"sweep weights {weights!r} with weight_decay {train['weight_decay']}: decay would "
-            "move the weights the run holds still; set train.weight_decay to 0"
-        )
-    model, tokenizer = load_policy(base_dir, device=device, dtype="float32")
-    if weights != "all":
-        restrict(model, weight_masks(model, tokenizer, weights))
-    run = loop.new_run(model, tokenizer, None, problems, heldout, arm.dial, config, None)
+    run, config = new_cell_run(base_dir, problems, heldout, arm, train, int(seed), pool,
+                               pool_seed, device, weights)  # fmt: skip
     for step in range(1, steps + 1):
         loop.run_step(run, task, arm.dial, config, step)
     return run
@@ -59,12 +50,7 @@ def replay(base_dir: str, task, problems, heldout, arm, train: Mapping, seed: in
 
 def replayed_steps(run) -> pd.DataFrame:
     """The replayed steps' table with each step's grad_norm: train_cell's columns, no seed."""
-    from grpo_dial.train import loop
-    from grpo_dial.train import records as rec
-
-    frames = rec.to_frames(run.records, loop.table_columns())
-    return step_table(frames["responses"]).merge(frames["steps"][["step", "grad_norm"]],
-                                                 on="step", how="left")  # fmt: skip
+    return cell_steps(run)
 
 
 def state_gradients(run, rollouts, weights: str = "all", rows: int = 512):
