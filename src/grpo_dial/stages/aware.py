@@ -21,7 +21,6 @@ from grpo_dial.tables import read_table, write_table
 
 log = logging.getLogger("grpo_dial")
 
-BASE_ROUNDS = 4  # the base sample: every pool prompt's group of channel.samples, this many times
 
 
 def _threads(params: Mapping) -> None:
@@ -43,7 +42,7 @@ def _base_sample(model, tokenizer, params: Mapping):
     import numpy as np
     import torch
 
-    from grpo_dial.analysis.aware.kernel import base_responses
+    from grpo_dial.analysis.aware.kernel import BASE_ROUNDS, base_responses
 
     task, settings = _task(params["task"]), params["channel"]
     pool = task.problems("train", params["pool"], params["pool_seed"])[: settings["prompts"]]

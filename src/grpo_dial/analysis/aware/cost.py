@@ -22,11 +22,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from grpo_dial.analysis.aware.kernel import BASE_ROUNDS
 from grpo_dial.analysis.aware.probe import probe_passes
 from grpo_dial.policy.memory import shape_of
 from grpo_dial.policy.step_time import Device, matmul_params, step_seconds
-
-BASE_ROUNDS = 4  # stages/aware.BASE_ROUNDS: the base sample's rounds over its prompts
 
 
 def aware_job_seconds(config: Mapping, arms: Sequence[str], device: Device, prompt: float,

@@ -82,6 +82,7 @@ def _forward(model, r):
     return logits[:, p - 1 : -1]  # (N, T, V): row t predicts response token t
 
 
+BASE_ROUNDS = 4  # the base sample: every pool prompt's group of channel.samples, this many times
 CHUNK = 64  # rows per forward of the base sample (the logits are rows x T x vocabulary)
 
 
