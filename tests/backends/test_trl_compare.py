@@ -7,8 +7,17 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
-from grpo_dial.backends.trl.compare import METRICS, compare, markdown, read_runs, run_metrics
+from grpo_dial.analysis.seed_stats import detectable_shift
+from grpo_dial.backends.trl.compare import (
+    METRICS,
+    compare,
+    markdown,
+    not_learning,
+    read_runs,
+    run_metrics,
+)
 
 
 def tables(acc0: float, acc1: float, silent: list[float], walls: list[float], total: float):
@@ -27,10 +36,19 @@ def tables(acc0: float, acc1: float, silent: list[float], walls: list[float], to
 
 def test_one_runs_metrics_by_hand():
     got = run_metrics(*tables(0.25, 0.5, [0.5, 0.25, 0.0], [3.0, 1.0, 2.5], -4.0))
+    # sampled (all difficulties): 0.8 at step 0, 0.2 at step 3
+    assert got.pop("d_sampled") == pytest.approx(-0.6, abs=1e-12)
     assert got == {
-        "accuracy": 0.5, "d_accuracy": 0.25, "d_length": -4.0, "mix": 1.0,
+        "accuracy": 0.5, "d_accuracy": 0.25, "sampled": 0.2, "d_length": -4.0, "mix": 1.0,
         "within_correct": -7.0, "within_incorrect": 2.0, "silent": 0.25, "s_per_step": 2.5,
     }  # fmt: skip
+
+
+def test_a_run_without_sampled_evaluations_has_no_sampled_metrics():
+    steps, evals, terms = tables(0.25, 0.5, [0.0] * 3, [1.0] * 3, 1.0)
+    got = run_metrics(steps, evals[evals["mode"] == "greedy"], terms)
+    assert math.isnan(got["sampled"]) and math.isnan(got["d_sampled"])
+    assert got["d_accuracy"] == 0.25
 
 
 def test_pairs_intervals_and_rank_test_by_hand():
@@ -51,7 +69,52 @@ def test_pairs_intervals_and_rank_test_by_hand():
     assert row["trl_hi"] == pytest.approx(6 + 2.919986 * math.sqrt(7) / math.sqrt(3), abs=1e-5)
     # fully separated 3 against 3: the exact two-sided p is 2 / C(6, 3) = 0.1
     assert row["p"] == pytest.approx(0.1)
-    assert "| grpo | accuracy | 2 [0.314, 3.69] | 6 [1.54, 10.5] | 3 | 0.1 |" in markdown(table)
+    # trl - own = 4; Welch: v = 1/3 and 7/3, se sqrt(8/3), nu (8/3)^2 / ((1/9 + 49/9) / 2) = 2.56
+    se, nu = math.sqrt(8 / 3), 2.56
+    half = stats.t.ppf(0.95, nu) * se
+    assert row["diff"] == 4.0
+    assert (row["diff_lo"], row["diff_hi"]) == pytest.approx((4 - half, 4 + half), abs=1e-9)
+    assert row["detectable"] == pytest.approx(detectable_shift(se, nu, level=0.95), rel=1e-9)
+    assert row["agree"] is None  # 3 seeds a side: p cannot reach 0.05, the rule cannot fail
+    line = markdown(table).splitlines()[2]
+    assert line.startswith("| grpo | accuracy | 2 [0.314, 3.69] | 6 [1.54, 10.5] | 4 [")
+    assert line.endswith("| 0.1 | - |")
+
+
+@pytest.mark.parametrize(("trl", "p", "agree", "mark"), [
+    ([5.0, 6.0, 7.0, 8.0], 2 / 70, False, "**no**"),  # fully separated: 2 / C(8, 4)
+    ([0.5, 1.5, 3.5, 4.5], 1.0, True, "yes"),  # U = 1 + 2 + 2 + 3 = 8 of 16: the middle
+])  # fmt: skip
+def test_four_seeds_a_side_can_disagree(trl, p, agree, mark):
+    own = [1.0, 2.0, 3.0, 4.0]
+    runs = pd.DataFrame(
+        [{"arm": "dapo", "seed": s, **dict.fromkeys(METRICS, v)} for s, v in enumerate(own)]
+        + [{"arm": "dapo_trl", "seed": s, **dict.fromkeys(METRICS, v)} for s, v in enumerate(trl)]
+    )  # fmt: skip
+    row = compare(runs).iloc[0]
+    assert row["seeds"] == 4 and row["p"] == pytest.approx(p)
+    assert row["agree"] is not None and bool(row["agree"]) is agree
+    assert markdown(compare(runs)).splitlines()[2].endswith(f"| {mark} |")
+
+
+def test_not_learning_names_arms_whose_heldout_change_is_not_above_zero():
+    def rows(arm, d_sampled, d_accuracy):
+        pairs = enumerate(zip(d_sampled, d_accuracy, strict=True))
+        return [{"arm": arm, "seed": s, **dict.fromkeys(METRICS, 0.0), "d_sampled": ds,
+                 "d_accuracy": da} for s, (ds, da) in pairs]  # fmt: skip
+
+    nan = float("nan")
+    runs = pd.DataFrame(
+        rows("grpo", [0.2, 0.25, 0.3], [-0.1, -0.1, -0.1])  # learns in the sampled measure
+        + rows("grpo_trl", [0.2, -0.1, 0.3], [0.5, 0.5, 0.5])  # mean 0.133, interval crosses 0
+        + rows("old", [nan, nan, nan], [0.01, 0.02, 0.03])  # greedy only: rises
+        + rows("old_trl", [nan, nan, nan], [0.0, 0.0, 0.0])  # constant: no interval above 0
+    )  # fmt: skip
+    got = not_learning(runs)
+    assert [line.split()[0] for line in got] == ["grpo_trl", "old_trl"]
+    # s = sqrt(0.086667 / 2) = 0.20817, half 2.919986 x 0.20817 / sqrt 3 = 0.35095
+    assert got[0].startswith("grpo_trl does not learn: d_sampled 0.133 [-0.218, 0.484]")
+    assert got[1].startswith("old_trl does not learn: d_accuracy 0 [0, 0]")
 
 
 def test_read_runs_finds_each_run_with_its_decomposition(tmp_path):

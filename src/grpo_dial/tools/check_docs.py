@@ -50,7 +50,7 @@ AGGREGATES = ("max", "min", "mean", "sum", "absmax")
 TRAINED = (
     "train/", "decompose/", "policy/", "passrates/base_policy", "difficulty/base_policy/",
     "simulate/base_policy/", "length_bias/base_policy/", "length_pressure/", "allocation/",
-    "channel/", "aware/", "aware_sweep/", "external/",
+    "channel/", "aware/", "aware_sweep/", "external/", "compare/",
 )
 
 
