@@ -14,6 +14,7 @@ import yaml
 
 from grpo_dial.dag import MAX_LINE, SHOWN_CHARS, ConfigError, one_line
 from grpo_dial.dag.config_checks import MAX_FILE_BYTES, file_problem
+from grpo_dial.dag.config_files import layered_config, merge_config
 from grpo_dial.dag.plan import open_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,21 +23,11 @@ DEFAULT = CONFIGS / "config.yaml"
 TRL = {"preset": "grpo", "std_ddof": 1, "eps": 0.0001, "backend": "trl"}
 
 
-def _merge(base: dict, over: dict) -> dict:
-    """Snakemake's merge of a config file over the config below it."""
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 def _config(tmp_path: Path, patch: dict | None = None) -> dict:
     config = yaml.safe_load(DEFAULT.read_text())
     config["results_dir"] = str(tmp_path / "results")
     config["resources_dir"] = str(tmp_path / "resources")
-    return _merge(config, patch or {})
+    return merge_config(config, patch or {})
 
 
 def _line(tmp_path: Path, patch: dict, files: tuple = ()) -> str:
@@ -204,9 +195,7 @@ def test_every_shipped_config_is_in_a_combination():
 @pytest.mark.parametrize("files", SHIPPED, ids="+".join)
 def test_the_shipped_configs_plan(tmp_path, monkeypatch, files):
     monkeypatch.chdir(ROOT)  # relative paths (accelerate configs, data) as snakemake reads them
-    config: dict = {}
-    for name in files:
-        _merge(config, yaml.safe_load((CONFIGS / name).read_text()) or {})
+    config = layered_config(CONFIGS / name for name in files)
     config["results_dir"] = str(tmp_path / "results")
     config["resources_dir"] = str(tmp_path / "resources")
     plan = open_plan(config, [CONFIGS / name for name in files], ROOT, ROOT)

@@ -77,10 +77,10 @@ def _walk(node: object, path: tuple = ()) -> Iterable[tuple[tuple, object]]:
 
 def file_problem(path: str | Path) -> str | None:
     """One line for a config file with a duplicate key or an unsafe tag; None when it reads."""
-    return _read_file(path)[0]
+    return read_config_file(path)[0]
 
 
-def _read_file(path: str | Path) -> tuple[str | None, object]:
+def read_config_file(path: str | Path) -> tuple[str | None, object]:
     """(one line for the file's first problem, None) or (None, its contents)."""
     import yaml
 
@@ -281,7 +281,7 @@ def config_problems(
     """The first problem of the config files, then of the merged config, as one line."""
     files = []
     for path in configfiles:
-        problem, data = _read_file(path)
+        problem, data = read_config_file(path)
         if problem is not None:
             return problem
         files.append(data)

@@ -182,17 +182,8 @@ class Shapes:
 
 
 def merged_config(path: Path, repo: Path) -> dict:
-    """config/config.yaml with `path` deep-merged over it (what `snakemake --configfile` sees)."""
-    import yaml
+    """config/config.yaml with `path` layered over it (what `snakemake --configfile` sees;
+    grpo_dial.dag.config_files)."""
+    from grpo_dial.dag.config_files import layered_config
 
-    def merge(base: Mapping, over: Mapping) -> dict:
-        out = dict(base)
-        for key, value in over.items():
-            both = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
-            out[key] = merge(out[key], value) if both else value
-        return out
-
-    config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
-    if not path.is_file():
-        raise ValueError(f"config file not found: {path}")
-    return merge(config, yaml.safe_load(path.read_text()) or {})
+    return layered_config([repo / "config" / "config.yaml", path])

@@ -6,32 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
 
 def _merged_config(paths: list[str]) -> dict:
-    """config/config.yaml (the embedded default, when present here) updated by each file in
-    turn, nested mappings merged as Snakemake's --configfile does."""
+    """config/config.yaml (the embedded default, when present here) with each file layered over
+    it in turn, as Snakemake's --configfile does (grpo_dial.dag.config_files)."""
+    from grpo_dial.dag.config_files import layered_config
 
-    def update(base: dict, new: dict) -> dict:
-        for key, value in new.items():
-            if isinstance(value, dict) and isinstance(base.get(key), dict):
-                update(base[key], value)
-            else:
-                base[key] = value
-        return base
-
-    from grpo_dial.dag.config_checks import file_problem
-
-    config: dict = {}
     default = Path("config/config.yaml")
-    for path in ([default] if default.exists() else []) + [Path(p) for p in paths]:
-        if not path.exists():
-            raise ValueError(f"config file not found: {path}")
-        if (problem := file_problem(path)) is not None:
-            raise ValueError(problem)  # duplicate keys, tabs, tags: one line, no traceback
-        update(config, yaml.safe_load(path.read_text()) or {})
-    return config
+    return layered_config(([default] if default.exists() else []) + [Path(p) for p in paths])
 
 
 def repo() -> Path:
