@@ -11,6 +11,7 @@ from scipy import stats
 
 from grpo_dial.analysis.seed_stats import detectable_shift
 from grpo_dial.backends.trl.compare import (
+    COLUMNS,
     METRICS,
     compare,
     markdown,
@@ -135,3 +136,103 @@ def test_read_runs_finds_each_run_with_its_decomposition(tmp_path):
     table = compare(runs)
     assert table["seeds"].eq(1).all() and table["p"].isna().all()
     assert np.isnan(table["own_lo"]).all()  # one seed: no interval
+
+
+def _write_run(root, arm, seed, acc1, sampled1):
+    steps, evals, terms = tables(0.25, acc1, [0.0, 0.5, 0.0], [1.0, 2.0, 3.0], 2.0)
+    evals.loc[(evals["step"] == 3) & (evals["mode"] == "sampled"), "accuracy"] = sampled1
+    run = root / "train" / arm / f"seed{seed}"
+    run.mkdir(parents=True)
+    steps.to_parquet(run / "steps.parquet")
+    evals.to_parquet(run / "evals.parquet")
+    folder = root / "decompose" / arm / f"seed{seed}"
+    folder.mkdir(parents=True)
+    terms.to_csv(folder / "terms.csv", index=False)
+
+
+def test_main_writes_the_table_prints_it_and_names_what_does_not_learn(tmp_path, capsys):
+    from grpo_dial.backends.trl.compare import main
+
+    for seed, (own, trl) in enumerate([(0.9, 0.5), (0.95, 0.9), (1.0, 0.7)]):
+        _write_run(tmp_path, "grpo", seed, 0.5, own)  # sampled 0.8 -> 0.9..1.0: learns
+        _write_run(tmp_path, "grpo_trl", seed, 0.5, trl)  # -0.3, +0.1, -0.1: does not
+    for _ in range(2):  # a second call overwrites compare/backends.csv in place
+        main(str(tmp_path))
+    printed = capsys.readouterr().out.splitlines()
+    table = pd.read_csv(tmp_path / "compare" / "backends.csv")
+    assert list(table.columns) == list(COLUMNS) and len(table) == len(METRICS)
+    row = table.set_index("metric").loc["d_sampled"]
+    assert row["own"] == pytest.approx(0.15) and row["trl"] == pytest.approx(-0.1)
+    assert printed[0] == "| arm | metric | own | trl | trl - own | detectable | p | agree |"
+    assert printed[1] == "|---|---|---|---|---|---|---|---|"
+    assert printed[2].startswith("| grpo | accuracy | 0.5 [0.5, 0.5] | 0.5 [0.5, 0.5] |")
+    assert printed[2 + len(METRICS)].startswith("grpo_trl does not learn: d_sampled -0.1 [")
+    assert len(printed) == 2 * (2 + len(METRICS)) + 2  # two calls, one line each naming grpo_trl
+
+
+def test_main_without_pairs_stops_in_one_line(tmp_path):
+    from grpo_dial.backends.trl.compare import main
+
+    _write_run(tmp_path, "grpo", 0, 0.5, 0.9)  # no grpo_trl
+    with pytest.raises(SystemExit) as stop:
+        main(str(tmp_path))
+    assert str(stop.value) == f"no pair of <arm> and <arm>_trl runs with tables under {tmp_path}"
+    assert not (tmp_path / "compare").exists()
+
+
+def test_read_runs_of_an_empty_folder_has_the_columns(tmp_path):
+    assert list(read_runs(tmp_path).columns) == ["arm", "seed", *METRICS]
+
+
+def _pair(own, trl, arm="grpo"):
+    return pd.DataFrame(
+        [{"arm": arm, "seed": s, **dict.fromkeys(METRICS, v)} for s, v in enumerate(own)]
+        + [{"arm": f"{arm}_trl", "seed": s, **dict.fromkeys(METRICS, v)}
+           for s, v in enumerate(trl)]
+    )  # fmt: skip
+
+
+def test_the_level_reaches_every_interval_and_two_seeds_get_a_p():
+    # own 1 2 3, trl 4 5 9 at level 0.5: t_{0.75, 2} = 0.816497, own half 0.816497 / sqrt 3
+    row = compare(_pair([1.0, 2.0, 3.0], [4.0, 5.0, 9.0]), level=0.5).iloc[0]
+    assert row["own_hi"] == pytest.approx(2 + 0.816497 / math.sqrt(3), abs=1e-6)
+    assert row["trl_hi"] == pytest.approx(6 + 0.816497 * math.sqrt(7 / 3), abs=1e-5)
+    half = stats.t.ppf(0.75, 2.56) * math.sqrt(8 / 3)
+    assert row["diff_hi"] == pytest.approx(4 + half, abs=1e-9)
+    # 2 seeds a side, separated: p = 2 / C(4, 2) = 1/3, no interval, no verdict
+    row = compare(_pair([1.0, 2.0], [3.0, 4.0])).iloc[0]
+    assert row["p"] == pytest.approx(1 / 3) and math.isnan(row["own_lo"])
+    assert row["agree"] is None
+    line = markdown(compare(_pair([1.0], [3.0]))).splitlines()[2]
+    assert line == "| grpo | accuracy | 1 | 3 | 2 | nan | nan | - |"
+
+
+def test_eight_seeds_a_side_get_the_exact_p():
+    # fully separated 8 against 8: exact 2 / C(16, 8) = 1.554e-4 (the normal approximation
+    # gives about 9e-4)
+    row = compare(_pair([float(v) for v in range(8)], [float(v) for v in range(10, 18)])).iloc[0]
+    assert row["p"] == pytest.approx(2 / 12870, rel=1e-9) and not row["agree"]
+
+
+def test_agreement_holds_at_p_equal_to_the_level(monkeypatch):
+    import grpo_dial.backends.trl.compare as cmp
+
+    monkeypatch.setattr(cmp, "ALPHA", 2 / 70)  # exactly 4 against 4 fully separated
+    row = cmp.compare(_pair([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0])).iloc[0]
+    assert row["p"] == 2 / 70 and bool(row["agree"]) is True
+
+
+def test_a_verdict_read_back_as_nan_prints_as_none():
+    table = compare(_pair([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]))
+    table["agree"] = float("nan")  # as pd.read_csv gives an empty cell
+    assert markdown(table).splitlines()[2].endswith("| - |")
+
+
+def test_not_learning_takes_the_level_and_says_why():
+    runs = _pair([0.1, 0.2, 0.6], [0.3, 0.3, 0.3])
+    # own mean 0.3, s 0.264575; at 0.9 the interval crosses 0, at 0.5 (t 0.816497) it does not
+    assert not_learning(runs)[0] == (
+        "grpo does not learn: d_sampled 0.3 [-0.146, 0.746] over seeds; its pair's agreement "
+        "says nothing"
+    )
+    assert not_learning(runs, level=0.5) == []
