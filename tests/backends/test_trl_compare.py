@@ -207,11 +207,11 @@ def test_the_level_reaches_every_interval_and_two_seeds_get_a_p():
     assert line == "| grpo | accuracy | 1 | 3 | 2 | nan | nan | - |"
 
 
-def test_eight_seeds_a_side_get_the_exact_p():
-    # fully separated 8 against 8: exact 2 / C(16, 8) = 1.554e-4 (the normal approximation
-    # gives about 9e-4)
-    row = compare(_pair([float(v) for v in range(8)], [float(v) for v in range(10, 18)])).iloc[0]
-    assert row["p"] == pytest.approx(2 / 12870, rel=1e-9) and not row["agree"]
+def test_nine_seeds_a_side_get_the_exact_p():
+    # fully separated 9 against 9: exact 2 / C(18, 9) = 4.11e-5 (scipy's default switches to
+    # the normal approximation above 8 a side: 4.1e-4)
+    row = compare(_pair([float(v) for v in range(9)], [float(v) for v in range(10, 19)])).iloc[0]
+    assert row["p"] == pytest.approx(2 / 48620, rel=1e-9) and not row["agree"]
 
 
 def test_agreement_holds_at_p_equal_to_the_level(monkeypatch):
