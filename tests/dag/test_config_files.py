@@ -1,4 +1,4 @@
-"""dag.config_files: files layered as `snakemake --configfile` layers them, one line per bad file."""
+"""dag.config_files: files layered as `--configfile` layers them, one line per bad file."""
 
 from __future__ import annotations
 
