@@ -94,11 +94,15 @@ def test_huge_groups_do_not_overflow():
 
 
 def test_fidelity_is_zero_wherever_p_is_unanimous():
-    # G = 2, p = 1/2: E[sigma] = 2 p (1-p) / 2 = 1/4 and sd = 1/2, so phi = 1/2 exactly
-    for _ in range(3):
-        np.full(7, 7.0).sum()  # leave a freed block of the output's size holding non-zeros
-        got = T.fidelity([0.0, 0.5, 1.0, 0.0, 1.0, 0.5, 0.0], 2)
-        np.testing.assert_allclose(got, [0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0], rtol=1e-14, atol=0)
+    # G = 2, p = 1/2: E[sigma] = 2 p (1-p) / 2 = 1/4 and sd = 1/2, so phi = 1/2. 200 prompts, so
+    # the output is a fresh heap block: zeros at p in {0, 1} must be written, not found there
+    p = np.full(200, 0.5)
+    p[[0, 1, 2, 197, 198, 199]] = [0.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    want = np.where((p == 0) | (p == 1), 0.0, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            np.testing.assert_allclose(T.fidelity(p, 2), want, rtol=1e-14, atol=0)
 
 
 def test_expected_sigma_beside_a_unanimous_prompt():
@@ -144,6 +148,14 @@ def test_group_size_for_silent_rate_against_exact_fractions(p, delta):
 def test_group_size_exact_against_exact_binomial_sums(p, eps):
     want = next(G for G in range(1, 1000) if _exact_fidelity(p, G) >= 1 - eps)
     assert int(T.group_size_exact(p, eps)) == want
+
+
+@pytest.mark.parametrize("want", [69, 87, 99])
+def test_bisection_below_a_g_max_that_is_no_power_of_two(want):
+    # p = 1/2: silent rate 2^(1-G) <= delta = 2^(1-t) iff G >= t; t = want - 3/4, so the smallest
+    # integer is `want`, found by bisecting [64, 100] (g_max = 100 caps the doubling)
+    delta = 2.0 ** (1 - (want - 0.75))
+    assert int(T.group_size_for_silent_rate(0.5, delta, g_max=100)) == want
 
 
 def test_default_g_max_is_one_hundred_thousand():
