@@ -296,7 +296,8 @@ def tail_drift(
     scope, silent = _choice(scope, SCOPES, "scope"), _choice(silent, SILENT, "silent")
     m = check_int("n_groups", n_groups, 1) if scope == "batch" else 1
     if _choice(baseline, BASELINES, "baseline") == "length_weighted":
-        if length_norm != "constant" or silent != "keep" or not _array(max_length or 0, "") > 0:
+        l_max = _array(max_length or 0, "max_length")
+        if length_norm != "constant" or silent != "keep" or not l_max > 0:
             raise ValueError(
                 "baseline='length_weighted' is derived for length_norm 'constant' with its "
                 "max_length (L_max > 0) and silent 'keep'"

@@ -10,8 +10,9 @@ sigma (s+ - s-) (GRPO). Everything here follows from k ~ Binomial(G, p):
     difficulty weight  GRPO ascends 2 arcsin sqrt(p), weight 1/sqrt(p(1-p)); Dr. GRPO p, weight 1
 
 Every function broadcasts over array inputs and returns an ndarray (0-d for scalar inputs). p must
-lie in [0, 1] and group sizes are integers >= 1 (>= 0 where stated). Integer planners return -1 when
-no G <= g_max qualifies; p in {0, 1} never does, since a unanimous prompt has no signal at any G.
+lie in [0, 1] and group sizes are integers >= 1 (>= 0 where stated) and at most 2**53. Integer
+planners return -1 when no G <= g_max qualifies; p in {0, 1} never does, since a unanimous prompt
+has no signal at any G.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ ROUNDING = ("nearest", "ceil")
 UNREACHABLE = -1  # integer sentinel: no G <= g_max qualifies
 
 _CHUNK = 1 << 22  # max (element, k) pairs per block in expected_sigma, bounds memory to ~100 MB
+_INT_MAX = 2**53  # largest integer argument: every integer up to it is exact in float64
 
 
 def _float(x: ArrayLike, name: str) -> np.ndarray:
@@ -62,6 +64,8 @@ def _int_array(x: ArrayLike, name: str, lo: int = 1) -> np.ndarray:
     a = _float(x, name)
     if not np.isfinite(a).all() or (a != np.round(a)).any() or (a < lo).any():
         raise ValueError(f"{name} must be integers >= {lo}, got {x!r}")
+    if (a > _INT_MAX).any():
+        raise ValueError(f"{name} must be at most 2**53, got {x!r}")
     return a.astype(np.int64)
 
 
@@ -80,7 +84,7 @@ def group_sigma(k: ArrayLike, G: ArrayLike) -> np.ndarray:
     k, G = np.broadcast_arrays(_int_array(k, "k", lo=0), _int_array(G, "G"))
     if (k > G).any():
         raise ValueError("k must not exceed G")
-    return np.sqrt(k * (G - k)) / G
+    return np.sqrt(k * (G - k).astype(float)) / G  # float: k(G-k) overflows int64 past G ~ 6e9
 
 
 def silent_rate_split(p: ArrayLike, G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +148,8 @@ def _expected_sigma(p: np.ndarray, G: np.ndarray) -> np.ndarray:
         k = k0[s : s + step, None] + np.arange(width)  # (n, W)
         g = G[s : s + step, None]  # (n, 1)
         pmf = binom.pmf(k, g, p[s : s + step, None])  # (n, W), zero for k > G
-        out[s : s + step] = (pmf * np.sqrt(np.clip(k * (g - k), 0, None))).sum(1) / G[s : s + step]
+        kk = np.clip(k * (g - k).astype(float), 0, None)  # (n, W), float: no int64 overflow
+        out[s : s + step] = (pmf * np.sqrt(kk)).sum(1) / G[s : s + step]
     return out
 
 
