@@ -1,6 +1,6 @@
 """backends/own_replay.py at the edges the main tests leave open: the whole step read on fewer
-rows than the sample holds, a generation config's extra EOS id, and the refusal when a probe's
-step moves the weights."""
+rows than the sample holds, a generation config's extra EOS id, mode_logits' default rows, the
+refusal when a probe's step moves the weights, and the probe steps' default numbering."""
 
 from __future__ import annotations
 
@@ -123,3 +123,15 @@ def test_mode_logits_reads_the_first_512_responses_by_default(base):
     first = mode_logits(run.model, tok, r, 512)
     assert mode_logits(run.model, tok, r) == first
     assert mode_logits(run.model, tok, r, 513) != first
+
+
+def test_the_probes_steps_are_numbered_after_the_base_by_default(base):
+    """Two probe batches from the base with the default start: the run records them as its
+    steps 1 and 2 (the allocation table's step column)."""
+    _, task, _ = base
+    arm = read_arm({"preset": "grpo"})
+    run = _replay(base, 0)
+    jw, jc = state_gradients(run, _sample(run, base), "markers")
+    probe_state(run, task, arm.dial, cell_config(TRAIN, arm, POOL, 0, 1), 2, jw, jc)
+    steps = [sorted(set(chunk["step"])) for chunk in run.records["allocation"]]
+    assert steps == [[1], [2]]
