@@ -29,8 +29,8 @@ TRAIN = {"steps": 4, "prompts_per_step": 2, "group_size": 4, "lr": 5.0, "optimiz
 POOL = 8
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
+def make_base(tmp_path_factory):
+    """An untrained 1-layer, 16-wide Llama on the aware task, saved: (path, task, tok, model)."""
     from grpo_dial.policy.model import (
         PolicySpec,
         build_char_tokenizer,
@@ -45,6 +45,11 @@ def base(tmp_path_factory):
     path = tmp_path_factory.mktemp("replay") / "base"
     save_policy(model, tok, path)
     return str(path), task, tok, model
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return make_base(tmp_path_factory)
 
 
 def _pools(task):

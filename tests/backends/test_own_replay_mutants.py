@@ -9,45 +9,27 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from test_own_replay import POOL, TRAIN, make_base
 
 from grpo_dial.analysis.aware.kernel import base_responses
 from grpo_dial.backends.own_cells import cell_config
 from grpo_dial.backends.own_replay import mode_logits, probe_state, replay, state_gradients
 from grpo_dial.core.dial import read_arm
-from grpo_dial.data.tasks import task_from_spec
-
-SPEC = {"name": "aware", "options": {"score_truncated": True}}
-TRAIN = {"steps": 4, "prompts_per_step": 2, "group_size": 4, "lr": 5.0, "optimizer": "sgd",
-         "max_new_tokens": 12, "heldout_prompts": 2}  # fmt: skip
-POOL = 8
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    from grpo_dial.policy.model import (
-        PolicySpec,
-        build_char_tokenizer,
-        build_tiny_llama,
-        save_policy,
-    )
-
-    task = task_from_spec(SPEC)
-    tok = build_char_tokenizer(task.alphabet)
-    spec = PolicySpec(n_layers=1, hidden_size=16, n_heads=2, intermediate_size=32)
-    model = build_tiny_llama(spec, tok, seed=0).eval()
-    path = tmp_path_factory.mktemp("replay") / "base"
-    save_policy(model, tok, path)
-    return str(path), task, tok
+    return make_base(tmp_path_factory)
 
 
 def _replay(base, steps):
-    path, task, _ = base
+    path, task, _, _ = base
     return replay(path, task, task.problems("train", POOL, 0), task.problems("heldout", 1, 0),
                   read_arm({"preset": "grpo"}), TRAIN, 1, POOL, 0, steps, "cpu", "markers")
 
 
 def _sample(run, base):
-    _, task, tok = base
+    _, task, tok, _ = base
     r, _ = base_responses(run.model, tok, task, task.problems("train", 6, 0), 4, 12, 1.0,
                           torch.Generator().manual_seed(3), np.random.default_rng(3))  # fmt: skip
     return r
@@ -58,7 +40,7 @@ def test_the_whole_step_reads_the_logits_on_the_first_rows_only(base):
     on the sample's first 12 rows, as a real SGD step of the replayed run at lr 2 moves them."""
     from grpo_dial.train import loop
 
-    _, task, _ = base
+    _, task, _, _ = base
     arm = read_arm({"preset": "grpo"})
     config = cell_config(TRAIN, arm, POOL, 0, 1)
     run = _replay(base, 2)
@@ -95,7 +77,7 @@ def test_a_generation_configs_extra_eos_id_counts_as_eos(base):
 
 def test_the_probe_refuses_a_step_that_moves_the_weights(base):
     """An optimizer hook that shifts a weight after each step: the probe raises its line."""
-    _, task, _ = base
+    _, task, _, _ = base
     arm = read_arm({"preset": "grpo"})
     run = _replay(base, 0)
     r = _sample(run, base)
@@ -115,7 +97,7 @@ def test_the_probe_refuses_a_step_that_moves_the_weights(base):
 
 def test_mode_logits_reads_the_first_512_responses_by_default(base):
     """A sample of 520: the default is rows = 512, and row 513 would change the means."""
-    _, task, tok = base
+    _, task, tok, _ = base
     run = _replay(base, 0)
     r, _ = base_responses(run.model, tok, task, task.problems("train", 130, 0), 4, 12, 1.0,
                           torch.Generator().manual_seed(5), np.random.default_rng(5))  # fmt: skip
@@ -128,7 +110,7 @@ def test_mode_logits_reads_the_first_512_responses_by_default(base):
 def test_the_probes_steps_are_numbered_after_the_base_by_default(base):
     """Two probe batches from the base with the default start: the run records them as its
     steps 1 and 2 (the allocation table's step column)."""
-    _, task, _ = base
+    _, task, _, _ = base
     arm = read_arm({"preset": "grpo"})
     run = _replay(base, 0)
     jw, jc = state_gradients(run, _sample(run, base), "markers")
