@@ -16,8 +16,6 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
-
 from grpo_dial.stages.registry import RULES, stage_for
 from grpo_dial.tools.memory_check import memory, repo
 
@@ -130,11 +128,12 @@ def stage(args: argparse.Namespace) -> None:
         path = Path(args.params)
         if not path.exists():
             raise ValueError(f"params file not found: {path}")
-        from grpo_dial.dag.config_checks import file_problem  # the config files' own reader
+        from grpo_dial.dag.config_checks import read_config_file  # the config files' reader
 
-        if (problem := file_problem(path)) is not None:
+        problem, params = read_config_file(path)
+        if problem is not None:
             raise ValueError(problem)  # tabs, a duplicate key, a tag, a file too large
-        params = yaml.safe_load(path.read_text()) or {}
+        params = params or {}
         if not isinstance(params, dict):
             raise ValueError(f"params file {path} must hold a mapping of names to values")
     params = _Params(params, args.name, rule_params(args.name, repo() / "workflow" / "rules"))
