@@ -22,7 +22,8 @@ from grpo_dial.backends.trl.compare import (
 
 
 def tables(acc0: float, acc1: float, silent: list[float], walls: list[float], total: float):
-    steps = pd.DataFrame({"step": [1, 2, 3], "silent_fraction": silent, "wall_seconds": walls})
+    steps = pd.DataFrame({"step": [3, 1, 2], "silent_fraction": silent, "wall_seconds": walls,
+                          "accuracy": [0.75, 0.25, 0.375]})  # by step: 0.25, 0.375, 0.75
     evals = pd.DataFrame({
         "step": [0, 0, 0, 3, 3, 3], "mode": ["greedy", "greedy", "sampled"] * 2,
         "difficulty": ["all", "easy", "all"] * 2,
@@ -42,7 +43,19 @@ def test_one_runs_metrics_by_hand():
     assert got == {
         "accuracy": 0.5, "d_accuracy": 0.25, "sampled": 0.2, "d_length": -4.0, "mix": 1.0,
         "within_correct": -7.0, "within_incorrect": 2.0, "silent": 0.25, "s_per_step": 2.5,
+        "d_train": 0.5,  # 3 steps: windows of one, step 3's 0.75 minus step 1's 0.25
     }  # fmt: skip
+
+
+def test_d_train_compares_the_first_and_last_eighth_of_the_steps():
+    steps, evals, terms = tables(0.0, 0.0, [0.0] * 3, [1.0] * 3, 0.0)
+    steps = pd.DataFrame({"step": range(1, 17), "silent_fraction": 0.0, "wall_seconds": 1.0,
+                          "accuracy": np.arange(16.0)})  # fmt: skip
+    # 16 steps: windows of 2, (14 + 15) / 2 - (0 + 1) / 2 = 14
+    assert run_metrics(steps, evals, terms)["d_train"] == 14.0
+    steps = steps.iloc[:9]  # 9 steps: windows of ceil(9 / 8) = 2, (7 + 8) / 2 - 0.5 = 7
+    assert run_metrics(steps, evals, terms)["d_train"] == 7.0
+    assert math.isnan(run_metrics(steps.iloc[:0], evals, terms)["d_train"])
 
 
 def test_a_run_without_sampled_evaluations_has_no_sampled_metrics():

@@ -8,6 +8,8 @@ Pairs: every arm `<name>` with an arm `<name>_trl`, the same dial on the other b
     sampled         held-out sampled accuracy (train.eval_samples per prompt, the training
                     temperature) at the last evaluated step; NaN without sampled evaluations
     d_sampled       that minus step 0's: what says whether a run learns
+    d_train         the training batches' accuracy, mean over the last WINDOW of the steps minus
+                    the first (at least one step each): the same learning on the prompts trained
     d_length        the decomposition's total: mean response length (characters), last window
                     minus first, and its split mix + within_correct + within_incorrect
     silent          mean over steps of the silent-group fraction
@@ -47,7 +49,8 @@ from grpo_dial.analysis.seed_stats import (
 )
 
 METRICS = ("accuracy", "d_accuracy", "sampled", "d_sampled", "d_length", "mix", "within_correct",
-           "within_incorrect", "silent", "s_per_step")  # fmt: skip
+           "within_incorrect", "silent", "s_per_step", "d_train")  # fmt: skip
+WINDOW = 1 / 8  # share of the steps in d_train's first and last windows
 SUFFIX = "_trl"
 COLUMNS = ("arm", "metric", "own", "own_lo", "own_hi", "trl", "trl_lo", "trl_hi", "seeds", "p",
            "diff", "diff_lo", "diff_hi", "detectable", "agree")  # fmt: skip
@@ -72,7 +75,16 @@ def run_metrics(steps: pd.DataFrame, evals: pd.DataFrame, terms: pd.DataFrame) -
         "within_incorrect": float(term["within_incorrect"]),
         "silent": float(steps["silent_fraction"].mean()),
         "s_per_step": float(steps["wall_seconds"].median()),
+        "d_train": _window_change(steps.sort_values("step")["accuracy"].to_numpy(dtype=float)),
     }
+
+
+def _window_change(x: np.ndarray) -> float:
+    """mean of x's last ceil(WINDOW n) values minus its first's (n = len(x)); NaN when empty."""
+    if not len(x):
+        return float("nan")
+    w = max(1, int(np.ceil(WINDOW * len(x))))
+    return float(x[-w:].mean() - x[:w].mean())
 
 
 def _last_and_change(evals: pd.DataFrame, mode: str) -> tuple[float, float]:
